@@ -1,0 +1,216 @@
+//! `snowflake_next` and the functions that read snowflake ids back.
+//!
+//! Volatility of the readers: they depend on `snowflake_id.layout` and `snowflake_id.epoch`,
+//! which are fixed while the server runs but may differ after a restart. That is exactly
+//! STABLE (PostgreSQL's rule: IMMUTABLE functions must not depend on settings). STABLE is also
+//! what lets `WHERE id >= snowflake_min_id(now() - interval '1 hour')` become an index scan:
+//! the bound is computed once, at executor start. They are PARALLEL SAFE: workers run with the
+//! leader's settings and the readers touch no state.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use crate::clock::WallClock;
+use crate::core::layout::Parts;
+use crate::core::monotonic;
+use crate::{errors, guc, shmem};
+
+/// Mints the next id for `shard`.
+///
+/// VOLATILE: every call returns a new id.
+/// PARALLEL SAFE: the only state is the shard's word in shared memory, updated by one atomic
+/// compare-and-swap that parallel workers share with their leader; the function keeps no
+/// per-backend state and writes no WAL, so a worker minting is as safe as the leader minting.
+/// Not STRICT: a NULL shard raises an error instead of silently producing a NULL key.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next(shard: Option<i32>) -> Result<i64, ErrorReport> {
+    let shard = shard.ok_or_else(|| errors::null_argument("shard"))?;
+    mint(i64::from(shard))
+}
+
+fn mint(shard: i64) -> Result<i64, ErrorReport> {
+    let layout = guc::layout();
+    let shard = layout
+        .shard(shard)
+        .map_err(|e| errors::id_error(e, layout))?;
+    let state = shmem::shard_state(shard).map_err(|_| errors::not_preloaded())?;
+    let minted = monotonic::mint(
+        state,
+        &mut WallClock,
+        &layout.timeline(),
+        &guc::clock_policy(),
+    )
+    .map_err(|e| errors::mint_error(e, layout, &format!("shard {shard}")))?;
+    Ok(layout.id_from_word(minted.word, shard))
+}
+
+fn parts(id: i64) -> Result<Parts, ErrorReport> {
+    let layout = guc::layout();
+    layout
+        .decompose(id)
+        .map_err(|e| errors::id_error(e, layout))
+}
+
+/// The start of the tick an id was minted in.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_timestamp(id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
+    super::timestamptz(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
+}
+
+/// The shard an id was minted for.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_shard(id: i64) -> Result<i32, ErrorReport> {
+    // The layout caps shards at 2^20, so this never truncates.
+    Ok(parts(id)?.shard as i32)
+}
+
+/// The id's position in its shard's tick.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_seq(id: i64) -> Result<i32, ErrorReport> {
+    // The layout caps the sequence at 31 bits, so this never truncates.
+    Ok(parts(id)?.seq as i32)
+}
+
+/// The smallest id any shard can mint in the tick holding `ts`.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_min_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+    let layout = guc::layout();
+    layout
+        .min_id_at(super::unix_ms(ts)?)
+        .map_err(|e| errors::id_error(e, layout))
+}
+
+/// The largest id any shard can mint in the tick holding `ts`.
+#[pg_extern(stable, strict, parallel_safe)]
+fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+    let layout = guc::layout();
+    layout
+        .max_id_at(super::unix_ms(ts)?)
+        .map_err(|e| errors::id_error(e, layout))
+}
+
+// `snowflake_decode` returns a record with OUT parameters, so it serves both
+// `SELECT * FROM snowflake_decode(id)` and `(snowflake_decode(id)).shard`. pgrx 0.18 has no
+// OUT-parameter return, so it is declared in SQL over the three readers above.
+extension_sql!(
+    r#"
+CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int)
+RETURNS record
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $$ SELECT @extschema@.snowflake_timestamp(id), @extschema@.snowflake_shard(id), @extschema@.snowflake_seq(id) $$;
+COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
+"#,
+    name = "snowflake_decode",
+    requires = [snowflake_timestamp, snowflake_shard, snowflake_seq]
+);
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
+
+    fn sqlstate(sql: &str) -> String {
+        // Run the statement in a subtransaction-free way: PL/pgSQL catches the error and
+        // returns its SQLSTATE.
+        Spi::get_one::<String>(&format!(
+            "DO $d$ BEGIN PERFORM ({sql}); RAISE EXCEPTION 'no error' USING ERRCODE = 'P0001';
+             EXCEPTION WHEN OTHERS THEN
+               IF SQLSTATE = 'P0001' THEN RAISE; END IF;
+               PERFORM set_config('sf.test_sqlstate', SQLSTATE, true);
+             END $d$; SELECT current_setting('sf.test_sqlstate')"
+        ))
+        .unwrap()
+        .unwrap()
+    }
+
+    #[pg_test]
+    fn next_ids_increase_and_carry_the_shard() {
+        let a = Spi::get_one::<i64>("SELECT snowflake_next(7)")
+            .unwrap()
+            .unwrap();
+        let b = Spi::get_one::<i64>("SELECT snowflake_next(7)")
+            .unwrap()
+            .unwrap();
+        assert!(b > a && a > 0);
+        let l = Layout::DEFAULT;
+        assert_eq!(l.decompose(a).unwrap().shard, 7);
+        let now_ms = crate::clock::now_unix_ms();
+        let ms = l.tick_start_unix_ms(l.decompose(b).unwrap().ticks);
+        assert!((now_ms - ms).abs() < 1000, "id time {ms} vs clock {now_ms}");
+        assert!(ms >= DEFAULT_EPOCH_UNIX_MS);
+    }
+
+    #[pg_test]
+    fn default_on_a_primary_key() {
+        Spi::run("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(7), n int)")
+            .unwrap();
+        Spi::run("INSERT INTO t (n) SELECT g FROM generate_series(1, 5000) g").unwrap();
+        let ok = Spi::get_one::<bool>(
+            "SELECT count(DISTINCT id) = 5000 AND bool_and(snowflake_shard(id) = 7)
+                    AND count(*) FILTER (WHERE id <= prev) = 0
+             FROM (SELECT id, lag(id) OVER (ORDER BY n) prev FROM t) s",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test]
+    fn decode_round_trips() {
+        let row = Spi::get_one::<bool>(
+            "WITH i AS (SELECT snowflake_next(8191) id, clock_timestamp() c)
+             SELECT d.shard = 8191 AND d.seq >= 0 AND abs(extract(epoch FROM d.ts - i.c)) < 1
+                AND (snowflake_decode(id)).shard = 8191
+                AND snowflake_timestamp(id) = d.ts AND snowflake_seq(id) = d.seq
+             FROM i, snowflake_decode(i.id) d",
+        );
+        assert_eq!(row, Ok(Some(true)));
+        // Exact values: tick 1000 after the epoch, shard 3, sequence 5.
+        let id: i64 = (1000 << 22) | (3 << 9) | 5;
+        let s = Spi::get_one::<String>(&format!("SELECT snowflake_decode({id})::text"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s, "(\"2025-01-01 00:00:01+00\",3,5)");
+    }
+
+    #[pg_test]
+    fn range_bounds_bracket_ids() {
+        let ok = Spi::get_one::<bool>(
+            "WITH i AS (SELECT snowflake_next(1) id)
+             SELECT snowflake_min_id(snowflake_timestamp(id)) <= id AND id <= snowflake_max_id(snowflake_timestamp(id))
+                AND snowflake_min_id('2025-01-01 00:00:00+00') = 0
+                AND snowflake_max_id('2025-01-01 00:00:00+00') = 4194303
+             FROM i",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test]
+    fn sqlstates_of_bad_arguments() {
+        assert_eq!(sqlstate("snowflake_next(-1)"), "22003");
+        assert_eq!(sqlstate("snowflake_next(8192)"), "22003");
+        assert_eq!(sqlstate("snowflake_next(NULL)"), "22004");
+        assert_eq!(sqlstate("snowflake_timestamp(-1)"), "22003");
+        assert_eq!(sqlstate("snowflake_decode(-1)"), "22003");
+        assert_eq!(sqlstate("snowflake_shard(-9223372036854775808)"), "22003");
+        assert_eq!(
+            sqlstate("snowflake_min_id('2024-12-31 23:59:59.999+00')"),
+            "22008"
+        );
+        assert_eq!(sqlstate("snowflake_min_id('infinity')"), "22008");
+        assert_eq!(sqlstate("snowflake_max_id('2100-01-01')"), "22008");
+    }
+
+    #[pg_test(error = "shard 8192 is out of range")]
+    fn shard_out_of_range_message() {
+        Spi::run("SELECT snowflake_next(8192)").unwrap();
+    }
+
+    #[pg_test]
+    fn a_null_decodes_to_null() {
+        assert_eq!(
+            Spi::get_one::<i32>("SELECT snowflake_shard(NULL)"),
+            Ok(None)
+        );
+    }
+}

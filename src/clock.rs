@@ -1,0 +1,46 @@
+//! The production clock: `CLOCK_REALTIME` for time, an interruptible sleep for waits.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pgrx::pg_sys;
+
+use crate::core::monotonic::Clock;
+use crate::core::time::{NS_PER_MS, NS_PER_US};
+
+/// Reads the wall clock. On Linux `SystemTime::now` is `clock_gettime(CLOCK_REALTIME)` through
+/// the vDSO: no system call on the hot path.
+pub fn now_unix_ns() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
+}
+
+pub fn now_unix_ms() -> i64 {
+    now_unix_ns().div_euclid(NS_PER_MS)
+}
+
+/// The wall clock, as the generators see it.
+pub struct WallClock;
+
+/// Waits are slept in slices of at most this much, so that a query cancel or a shutdown request
+/// is honoured within 10 ms even during a one-second wait for the clock.
+const SLEEP_SLICE_NS: u64 = 10 * NS_PER_MS as u64;
+
+impl Clock for WallClock {
+    fn now_unix_ns(&mut self) -> i64 {
+        now_unix_ns()
+    }
+
+    fn sleep_ns(&mut self, ns: u64) {
+        let mut left = ns;
+        while left > 0 {
+            let slice = left.min(SLEEP_SLICE_NS);
+            // SAFETY: pg_usleep is a plain timed sleep; no lock or shared state is held here
+            // (the generators hold nothing across a wait).
+            unsafe { pg_sys::pg_usleep(slice.div_ceil(NS_PER_US as u64) as std::ffi::c_long) };
+            pgrx::check_for_interrupts!();
+            left -= slice;
+        }
+    }
+}

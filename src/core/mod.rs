@@ -1,0 +1,10 @@
+//! The pure core of snowflake_id: bit layouts, time arithmetic and the monotonic state machine.
+//!
+//! Nothing below this module imports pgrx or reads a real clock. Time, randomness and previous
+//! state come in as arguments, so every rule here is tested with plain `#[test]` and a fake
+//! clock (`cargo test --lib core`). The SQL glue in `crate::api` only parses arguments, calls
+//! in here and maps errors (`crate::errors`).
+
+pub mod layout;
+pub mod monotonic;
+pub mod time;

@@ -1,0 +1,563 @@
+//! The monotonic (tick, low) state machine shared by every generator, and the clock policy.
+//!
+//! # The state word
+//! Each generator's state is one `u64`, the **next free word**: the smallest word not yet
+//! handed out. A word is `(tick << low_bits) | low`, where `low` is the per-tick sequence
+//! (snowflake) or the sub-millisecond fraction (UUIDv7). Handing out a word `w` stores `w + 1`.
+//! The word read from the clock is `now = (now_tick << low_bits) | now_low`, and the next word
+//! is simply
+//!
+//! ```text
+//! w = max(next_free, now)
+//! ```
+//!
+//! which gives every property at once:
+//! - **never a repeat:** `w >= next_free`, and the state only grows;
+//! - **sequence exhaustion moves on:** `next_free` past the last `low` of a tick *is* the first
+//!   word of the next tick, so the generator borrows the next tick instead of wrapping;
+//! - **a clock step back cannot go below what was issued:** `w` stays at `next_free`.
+//!
+//! # The clock policy
+//! Borrowing ticks makes the generator run ahead of the wall clock. [`ClockPolicy`] bounds that:
+//! `w` may be at most `max_lead_ticks` ticks ahead of the clock. Past that the generator waits
+//! until the clock catches up, provided the wait is at most `max_wait_ns` (plus one tick, so that
+//! a strict `max_lead_ticks = 0` can always wait out an exhausted sequence). A longer wait means
+//! the clock stepped back by more than the policy will wait out: that fails closed with
+//! [`MintError::ClockBehind`], and the state is left untouched, so no id is lost or repeated.
+//!
+//! [`next_step`] is the pure decision; [`mint`] runs it against an `AtomicU64` with a
+//! compare-and-swap loop and an injected [`Clock`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::time::NS_PER_MS;
+
+/// How generator words map onto wall-clock time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeline {
+    /// Unix nanoseconds of tick 0.
+    pub origin_unix_ns: i64,
+    /// Length of one tick.
+    pub tick_ns: u64,
+    /// Bits below the tick in a word.
+    pub low_bits: u32,
+    /// The last tick a word may carry.
+    pub max_tick: u64,
+    /// Whether the clock's position inside the tick fills the low bits (UUIDv7's sub-ms
+    /// fraction, RFC 9562 §6.2 method 3) or they start at 0 (a snowflake sequence).
+    pub sub_tick_fraction: bool,
+}
+
+/// How far the generator may run ahead of the clock, and how long it may wait for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockPolicy {
+    pub max_lead_ticks: u64,
+    pub max_wait_ns: u64,
+}
+
+/// What the generator does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Hand out this word (store `word + 1`).
+    Issue { word: u64, lead_ticks: u64 },
+    /// The clock is too far behind `next_free`: sleep this long, then look again.
+    Wait { ns: u64 },
+}
+
+/// Why no id was issued. None of these changes the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MintError {
+    /// The clock reads `behind_ns` before the last issued tick, and catching up would take
+    /// longer than the policy waits.
+    ClockBehind {
+        behind_ns: u64,
+        last_unix_ns: i64,
+        now_unix_ns: i64,
+        max_wait_ns: u64,
+    },
+    /// The clock reads before tick 0 (the epoch).
+    ClockBeforeOrigin { now_unix_ns: i64 },
+    /// The next word would need a tick past `max_tick`: the layout has run out of time.
+    TimeExhausted { max_tick: u64 },
+}
+
+impl Timeline {
+    /// The largest word the timeline can hold.
+    pub const fn max_word(&self) -> u64 {
+        (self.max_tick << self.low_bits) | ((1u64 << self.low_bits) - 1)
+    }
+
+    /// The refusal for a clock that reads `now_unix_ns`, behind the last word issued before
+    /// `next_free`.
+    fn clock_behind(&self, next_free: u64, now_unix_ns: i64, policy: &ClockPolicy) -> MintError {
+        let last_tick = next_free.saturating_sub(1) >> self.low_bits;
+        let last_unix_ns =
+            i128::from(self.origin_unix_ns) + i128::from(last_tick) * i128::from(self.tick_ns);
+        MintError::ClockBehind {
+            behind_ns: u64::try_from(last_unix_ns - i128::from(now_unix_ns)).unwrap_or(0),
+            last_unix_ns: i64::try_from(last_unix_ns).unwrap_or(i64::MAX),
+            now_unix_ns,
+            max_wait_ns: policy.max_wait_ns,
+        }
+    }
+
+    /// The clock's word and tick.
+    ///
+    /// # Errors
+    /// [`MintError::ClockBeforeOrigin`] when the clock reads before tick 0.
+    pub fn word_at(&self, now_unix_ns: i64) -> Result<(u64, u64), MintError> {
+        let Ok(rel) = u64::try_from(i128::from(now_unix_ns) - i128::from(self.origin_unix_ns))
+        else {
+            return Err(MintError::ClockBeforeOrigin { now_unix_ns });
+        };
+        let tick = rel / self.tick_ns;
+        let low = if self.sub_tick_fraction {
+            // The fraction of the tick elapsed, scaled to low_bits (exact in u128).
+            ((u128::from(rel % self.tick_ns) << self.low_bits) / u128::from(self.tick_ns)) as u64
+        } else {
+            0
+        };
+        // A clock beyond the last tick saturates; next_step then reports TimeExhausted.
+        let word = if tick > self.max_tick {
+            u64::MAX
+        } else {
+            (tick << self.low_bits) | low
+        };
+        Ok((word, tick))
+    }
+}
+
+/// Decides the next word from the state and the clock. Pure: the same inputs give the same
+/// step.
+///
+/// # Errors
+/// See [`MintError`].
+pub fn next_step(
+    next_free: u64,
+    now_unix_ns: i64,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+) -> Result<Step, MintError> {
+    let (now_word, now_tick) = tl.word_at(now_unix_ns)?;
+    let word = next_free.max(now_word);
+    if word > tl.max_word() {
+        return Err(MintError::TimeExhausted {
+            max_tick: tl.max_tick,
+        });
+    }
+    let tick = word >> tl.low_bits;
+    let lead_ticks = tick.saturating_sub(now_tick);
+    if lead_ticks <= policy.max_lead_ticks {
+        return Ok(Step::Issue { word, lead_ticks });
+    }
+    // Wait until the clock reaches the tick at which `word` is within the lead.
+    let rel_now = (i128::from(now_unix_ns) - i128::from(tl.origin_unix_ns)) as u128;
+    let target = u128::from(tick - policy.max_lead_ticks) * u128::from(tl.tick_ns);
+    let wait_ns = u64::try_from(target - rel_now).unwrap_or(u64::MAX);
+    if wait_ns <= policy.max_wait_ns.saturating_add(tl.tick_ns) {
+        return Ok(Step::Wait { ns: wait_ns });
+    }
+    Err(tl.clock_behind(next_free, now_unix_ns, policy))
+}
+
+/// A source of wall-clock time that can also sleep. Production reads `CLOCK_REALTIME`; tests
+/// inject a fake one.
+pub trait Clock {
+    /// Nanoseconds since 1970-01-01 00:00:00 UTC.
+    fn now_unix_ns(&mut self) -> i64;
+    /// Sleeps for about `ns` nanoseconds (the caller reads the clock again afterwards).
+    fn sleep_ns(&mut self, ns: u64);
+}
+
+/// The outcome of one successful [`mint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Minted {
+    pub word: u64,
+    /// Ticks the word is ahead of the clock at the moment it was issued.
+    pub lead_ticks: u64,
+    /// Time spent waiting for the clock.
+    pub waited_ns: u64,
+}
+
+/// Hands out the next word of the generator whose state is `state`, waiting for the clock when
+/// the policy says so. Lock-free: concurrent callers race on one compare-and-swap, and the
+/// loser retries with the winner's state. No call ever returns a word another call returned.
+///
+/// # Errors
+/// See [`MintError`]. A wait that adds up to more than the policy allows (the clock keeps
+/// stepping back while we wait) also ends in [`MintError::ClockBehind`].
+pub fn mint(
+    state: &AtomicU64,
+    clock: &mut impl Clock,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+) -> Result<Minted, MintError> {
+    let mut waited_ns: u64 = 0;
+    let mut next_free = state.load(Ordering::Acquire);
+    loop {
+        let now = clock.now_unix_ns();
+        match next_step(next_free, now, tl, policy)? {
+            Step::Issue { word, lead_ticks } => {
+                // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
+                // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
+                match state.compare_exchange_weak(
+                    next_free,
+                    word + 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        return Ok(Minted {
+                            word,
+                            lead_ticks,
+                            waited_ns,
+                        })
+                    }
+                    Err(actual) => next_free = actual,
+                }
+            }
+            Step::Wait { ns } => {
+                let budget = policy.max_wait_ns.saturating_add(tl.tick_ns);
+                if waited_ns.saturating_add(ns) > budget {
+                    return Err(tl.clock_behind(next_free, now, policy));
+                }
+                clock.sleep_ns(ns);
+                waited_ns += ns;
+                next_free = state.load(Ordering::Acquire);
+            }
+        }
+    }
+}
+
+/// Milliseconds to nanoseconds for policy settings given in ms.
+pub const fn ms_to_ns(ms: u64) -> u64 {
+    ms * NS_PER_MS as u64
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::Clock;
+
+    /// A clock that only moves when told to, or when someone sleeps on it. `script` lets a test
+    /// step the clock (forwards or back) on given reads.
+    #[derive(Debug, Default)]
+    pub struct FakeClock {
+        pub now_ns: i64,
+        pub slept_ns: Vec<u64>,
+        /// (read number, new time): on that read the clock jumps to the new time.
+        pub script: Vec<(usize, i64)>,
+        pub reads: usize,
+    }
+
+    impl FakeClock {
+        pub fn at(now_ns: i64) -> Self {
+            FakeClock {
+                now_ns,
+                ..Default::default()
+            }
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now_unix_ns(&mut self) -> i64 {
+            if let Some(&(_, t)) = self.script.iter().find(|(n, _)| *n == self.reads) {
+                self.now_ns = t;
+            }
+            self.reads += 1;
+            self.now_ns
+        }
+        fn sleep_ns(&mut self, ns: u64) {
+            self.slept_ns.push(ns);
+            self.now_ns += ns as i64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakeClock;
+    use super::*;
+
+    const MS: i64 = NS_PER_MS;
+    /// The default snowflake timeline: 1 ms ticks, 9 sequence bits, 41 time bits, epoch 0.
+    const TL: Timeline = Timeline {
+        origin_unix_ns: 0,
+        tick_ns: MS as u64,
+        low_bits: 9,
+        max_tick: (1 << 41) - 1,
+        sub_tick_fraction: false,
+    };
+    const STRICT: ClockPolicy = ClockPolicy {
+        max_lead_ticks: 0,
+        max_wait_ns: 1000 * MS as u64,
+    };
+    const LEAD5: ClockPolicy = ClockPolicy {
+        max_lead_ticks: 5,
+        max_wait_ns: 1000 * MS as u64,
+    };
+
+    fn tick_seq(word: u64) -> (u64, u64) {
+        (word >> 9, word & 511)
+    }
+
+    #[test]
+    fn a_fresh_state_starts_at_the_clock() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(100 * MS + 123);
+        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        assert_eq!(
+            m,
+            Minted {
+                word: 100 << 9,
+                lead_ticks: 0,
+                waited_ns: 0
+            }
+        );
+        assert_eq!(s.load(Ordering::Relaxed), (100 << 9) + 1);
+    }
+
+    #[test]
+    fn the_epoch_itself_is_tick_zero() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(0);
+        assert_eq!(mint(&s, &mut c, &TL, &STRICT).unwrap().word, 0);
+        assert_eq!(mint(&s, &mut c, &TL, &STRICT).unwrap().word, 1);
+        let mut before = FakeClock::at(-1);
+        assert_eq!(
+            mint(&AtomicU64::new(0), &mut before, &TL, &STRICT),
+            Err(MintError::ClockBeforeOrigin { now_unix_ns: -1 })
+        );
+    }
+
+    #[test]
+    fn words_strictly_increase_and_follow_the_clock() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(7 * MS);
+        let mut prev = None;
+        for step in 0..2000 {
+            if step % 300 == 0 {
+                c.now_ns += MS; // the clock moves on now and then
+            }
+            let w = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+            if let Some(p) = prev {
+                assert!(w > p, "{w} after {p}");
+            }
+            prev = Some(w);
+        }
+        // A later millisecond sorts after everything before it.
+        c.now_ns = 1000 * MS;
+        let w = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+        assert_eq!(tick_seq(w), (1000, 0));
+    }
+
+    #[test]
+    fn exactly_512_ids_per_ms_and_the_513th_moves_to_the_next_ms() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(42 * MS);
+        for seq in 0..512 {
+            let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+            assert_eq!(tick_seq(m.word), (42, seq));
+            assert_eq!(m.lead_ticks, 0);
+        }
+        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        assert_eq!(tick_seq(m.word), (43, 0));
+        assert_eq!(m.lead_ticks, 1);
+        assert!(
+            c.slept_ns.is_empty(),
+            "a lead of 1 ms is within 5 ms: no wait"
+        );
+    }
+
+    #[test]
+    fn the_lead_bound_forces_a_wait() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(10 * MS + 250_000); // 0.25 ms into tick 10
+                                                      // Ticks 10..=15 (the clock's tick plus a lead of 5) fit without waiting.
+        for _ in 0..6 * 512 {
+            mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        }
+        assert!(c.slept_ns.is_empty());
+        // Tick 16 is 6 ticks ahead: wait until the clock reaches tick 11, 0.75 ms from now.
+        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        assert_eq!(tick_seq(m.word), (16, 0));
+        assert_eq!(c.slept_ns, vec![750_000]);
+        assert_eq!(m.waited_ns, 750_000);
+        assert_eq!(m.lead_ticks, 5);
+    }
+
+    #[test]
+    fn strict_mode_waits_for_the_next_ms_when_the_sequence_runs_out() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(5 * MS + 900_000);
+        for _ in 0..512 {
+            mint(&s, &mut c, &TL, &STRICT).unwrap();
+        }
+        let m = mint(&s, &mut c, &TL, &STRICT).unwrap();
+        assert_eq!(tick_seq(m.word), (6, 0));
+        assert_eq!(c.slept_ns, vec![100_000]);
+        // Even a zero wait budget may wait out one tick.
+        let s = AtomicU64::new(0);
+        let zero = ClockPolicy {
+            max_lead_ticks: 0,
+            max_wait_ns: 0,
+        };
+        let mut c = FakeClock::at(5 * MS);
+        for _ in 0..513 {
+            mint(&s, &mut c, &TL, &zero).unwrap();
+        }
+        assert_eq!(c.slept_ns, vec![MS as u64]);
+    }
+
+    #[test]
+    fn a_small_step_back_is_waited_out_without_a_repeat() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(1000 * MS);
+        let before = mint(&s, &mut c, &TL, &STRICT).unwrap().word;
+        assert_eq!(tick_seq(before), (1000, 0));
+        c.now_ns = 995 * MS + 400_000; // NTP steps back 4.6 ms
+        let after = mint(&s, &mut c, &TL, &STRICT).unwrap();
+        assert!(after.word > before);
+        // Strict: the id in tick 1000 may only be issued once the clock reads tick 1000 again.
+        assert_eq!(tick_seq(after.word), (1000, 1));
+        assert_eq!(c.slept_ns, vec![4_600_000]);
+        // With a lead, a step back within the lead needs no wait at all.
+        let mut c2 = FakeClock::at(998 * MS);
+        let m = mint(&s, &mut c2, &TL, &LEAD5).unwrap();
+        assert_eq!(
+            (tick_seq(m.word), m.lead_ticks, m.waited_ns),
+            ((1000, 2), 2, 0)
+        );
+    }
+
+    #[test]
+    fn a_large_step_back_fails_closed_and_leaves_the_state_alone() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(10_000 * MS);
+        let before = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+        let state = s.load(Ordering::Relaxed);
+        c.now_ns = 5_000 * MS; // back 5 s: more than the 1 s the policy waits
+        let err = mint(&s, &mut c, &TL, &LEAD5).unwrap_err();
+        assert_eq!(
+            err,
+            MintError::ClockBehind {
+                behind_ns: 5_000 * MS as u64,
+                last_unix_ns: 10_000 * MS,
+                now_unix_ns: 5_000 * MS,
+                max_wait_ns: 1000 * MS as u64
+            }
+        );
+        assert!(c.slept_ns.is_empty(), "fails at once, without waiting");
+        assert_eq!(
+            s.load(Ordering::Relaxed),
+            state,
+            "a refusal changes nothing"
+        );
+        // Once the clock is back, generation resumes above the old id.
+        c.now_ns = 10_000 * MS;
+        assert!(mint(&s, &mut c, &TL, &LEAD5).unwrap().word > before);
+    }
+
+    #[test]
+    fn a_clock_that_keeps_stepping_back_while_we_wait_is_refused() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(2000 * MS);
+        mint(&s, &mut c, &TL, &STRICT).unwrap();
+        // Back 0.9 s; after each sleep the clock is thrown back to the same point.
+        c.now_ns = 1100 * MS;
+        c.script = (1..10).map(|r| (r, 1100 * MS)).collect();
+        c.reads = 0;
+        let err = mint(&s, &mut c, &TL, &STRICT).unwrap_err();
+        assert!(matches!(err, MintError::ClockBehind { .. }), "{err:?}");
+        assert_eq!(
+            c.slept_ns,
+            vec![900 * MS as u64],
+            "waited once, then gave up"
+        );
+    }
+
+    #[test]
+    fn the_last_representable_tick_then_an_error_never_a_wrap() {
+        let tl = Timeline { max_tick: 3, ..TL };
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(3 * MS);
+        for seq in 0..512 {
+            assert_eq!(
+                tick_seq(mint(&s, &mut c, &tl, &LEAD5).unwrap().word),
+                (3, seq)
+            );
+        }
+        assert_eq!(
+            mint(&s, &mut c, &tl, &LEAD5),
+            Err(MintError::TimeExhausted { max_tick: 3 })
+        );
+        // A clock past the end is refused too, with a fresh state.
+        let mut late = FakeClock::at(4 * MS);
+        assert_eq!(
+            mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5),
+            Err(MintError::TimeExhausted { max_tick: 3 })
+        );
+    }
+
+    #[test]
+    fn sub_tick_fraction_fills_the_low_bits() {
+        // UUIDv7's timeline: 1 ms ticks, a 12-bit fraction.
+        let tl = Timeline {
+            origin_unix_ns: 0,
+            tick_ns: MS as u64,
+            low_bits: 12,
+            max_tick: (1 << 48) - 1,
+            sub_tick_fraction: true,
+        };
+        assert_eq!(tl.word_at(7 * MS + 500_000), Ok(((7 << 12) | 2048, 7)));
+        assert_eq!(tl.word_at(7 * MS + 999_999), Ok(((7 << 12) | 4095, 7)));
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(7 * MS + 999_999);
+        let a = mint(&s, &mut c, &tl, &LEAD5).unwrap().word;
+        // The fraction is already at its top: the next value carries into the next ms.
+        let b = mint(&s, &mut c, &tl, &LEAD5).unwrap().word;
+        assert_eq!((a, b), ((7 << 12) | 4095, 8 << 12));
+    }
+
+    #[test]
+    fn concurrent_minters_never_share_a_word() {
+        use std::sync::Arc;
+        struct Real;
+        impl Clock for Real {
+            fn now_unix_ns(&mut self) -> i64 {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as i64
+            }
+            fn sleep_ns(&mut self, ns: u64) {
+                std::thread::sleep(std::time::Duration::from_nanos(ns));
+            }
+        }
+        let s = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    let mut words = Vec::with_capacity(20_000);
+                    for _ in 0..20_000 {
+                        words.push(mint(&s, &mut Real, &TL, &LEAD5).unwrap().word);
+                    }
+                    words
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in threads {
+            let w = t.join().unwrap();
+            assert!(
+                w.windows(2).all(|p| p[0] < p[1]),
+                "each thread sees increasing words"
+            );
+            all.extend(w);
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "no word was handed out twice");
+    }
+}

@@ -1,0 +1,265 @@
+//! Time units and the text form of an epoch, without a clock and without PostgreSQL.
+//!
+//! The epoch setting is read in the postmaster, before any SQL can run, so it is parsed here
+//! rather than by PostgreSQL's `timestamptz_in` (which depends on `DateStyle` and `TimeZone`).
+//! The accepted form is ISO 8601 / RFC 3339 with an explicit UTC offset, which is also the form
+//! PostgreSQL prints with `TimeZone = UTC`.
+
+pub const NS_PER_US: i64 = 1_000;
+pub const NS_PER_MS: i64 = 1_000_000;
+pub const US_PER_MS: i64 = 1_000;
+pub const MS_PER_SEC: i64 = 1_000;
+/// A Julian year (365.25 days) in milliseconds, for lifetimes.
+pub const MS_PER_JULIAN_YEAR: f64 = 365.25 * 86_400_000.0;
+/// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp origin, in Unix microseconds.
+pub const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
+
+/// PostgreSQL `timestamptz` microseconds of a Unix millisecond.
+pub const fn pg_us_from_unix_ms(unix_ms: i64) -> i64 {
+    unix_ms * US_PER_MS - PG_EPOCH_UNIX_US
+}
+
+/// The Unix millisecond holding a PostgreSQL `timestamptz` (rounded down, also before 1970).
+pub const fn unix_ms_from_pg_us(pg_us: i64) -> i64 {
+    (pg_us + PG_EPOCH_UNIX_US).div_euclid(US_PER_MS)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+const fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The inverse of [`days_from_civil`].
+const fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+const fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Parses `YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|UTC|+HH[:MM]|-HH[:MM]]` into Unix milliseconds.
+/// Without an offset the time is UTC. Fractions finer than a millisecond are refused rather
+/// than rounded, because the epoch must be exact.
+///
+/// # Errors
+/// A message naming what is wrong with the text.
+pub fn parse_timestamp_ms(text: &str) -> Result<i64, String> {
+    let bad = |why: &str| Err(format!("\"{text}\" is not a timestamp: {why}"));
+    let s = text.trim();
+    // Split the offset off the end first.
+    let (body, offset_min) = if let Some(b) = s.strip_suffix('Z').or_else(|| s.strip_suffix("UTC"))
+    {
+        (b.trim_end(), 0)
+    } else if let Some(pos) = s.rfind(['+', '-']).filter(|&p| p > 10) {
+        let (b, off) = s.split_at(pos);
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let off = &off[1..];
+        let (h, m) = match off.split_once(':') {
+            Some((h, m)) => (h, m),
+            None if off.len() == 4 => off.split_at(2),
+            None => (off, "0"),
+        };
+        match (h.parse::<i64>(), m.parse::<i64>()) {
+            (Ok(h), Ok(m)) if h <= 15 && m < 60 => (b.trim_end(), sign * (h * 60 + m)),
+            _ => return bad("the UTC offset must look like +00, +05:30 or Z"),
+        }
+    } else {
+        (s, 0)
+    };
+    let (date, clock) = match body.split_once(['T', ' ']) {
+        Some((d, c)) => (d, c.trim()),
+        None => (body, ""),
+    };
+    let num = |t: &str, len: usize| {
+        if t.len() == len && t.bytes().all(|b| b.is_ascii_digit()) {
+            t.parse::<i64>().ok()
+        } else {
+            None
+        }
+    };
+    let mut dp = date.split('-');
+    let (Some(y), Some(mo), Some(d), None) = (
+        dp.next().and_then(|t| num(t, 4)),
+        dp.next().and_then(|t| num(t, 2)),
+        dp.next().and_then(|t| num(t, 2)),
+        dp.next(),
+    ) else {
+        return bad("the date must look like 2025-01-01");
+    };
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
+        return bad("no such date");
+    }
+    let (mut h, mut mi, mut sec, mut ms) = (0, 0, 0, 0);
+    if !clock.is_empty() {
+        let (hms, frac) = match clock.split_once('.') {
+            Some((a, f)) => (a, Some(f)),
+            None => (clock, None),
+        };
+        let mut tp = hms.split(':');
+        let (Some(hh), Some(mm), ss, None) = (
+            tp.next().and_then(|t| num(t, 2)),
+            tp.next().and_then(|t| num(t, 2)),
+            tp.next(),
+            tp.next(),
+        ) else {
+            return bad("the time must look like 00:00:00");
+        };
+        (h, mi) = (hh, mm);
+        if let Some(ss) = ss {
+            let Some(ss) = num(ss, 2) else {
+                return bad("the time must look like 00:00:00");
+            };
+            sec = ss;
+        }
+        if let Some(f) = frac {
+            if f.is_empty() || f.len() > 3 || !f.bytes().all(|b| b.is_ascii_digit()) || ss.is_none()
+            {
+                return bad("the epoch is exact to the millisecond: at most 3 fractional digits");
+            }
+            ms = f.parse::<i64>().unwrap_or(0) * 10i64.pow(3 - f.len() as u32);
+        }
+        if h > 23 || mi > 59 || sec > 59 {
+            return bad("no such time of day");
+        }
+    }
+    let days = days_from_civil(y, mo, d);
+    Ok((((days * 24 + h) * 60 + mi - offset_min) * 60 + sec) * MS_PER_SEC + ms)
+}
+
+/// Formats Unix milliseconds the way PostgreSQL prints a `timestamptz` with `TimeZone = UTC`:
+/// `2025-01-01 00:00:00+00`, with `.fff` only when the milliseconds are not zero.
+pub fn format_unix_ms(unix_ms: i64) -> String {
+    let days = unix_ms.div_euclid(86_400_000);
+    let in_day = unix_ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    let (h, mi, s, ms) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000,
+    );
+    let frac = if ms == 0 {
+        String::new()
+    } else {
+        format!(".{ms:03}")
+    };
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}{frac}+00")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_default_epoch_in_every_spelling() {
+        for s in [
+            "2025-01-01",
+            "2025-01-01 00:00:00+00",
+            "2025-01-01T00:00:00Z",
+            "2025-01-01 00:00:00 UTC",
+            "2025-01-01 00:00",
+            "2025-01-01 01:00:00+01",
+            "2024-12-31 19:00:00-05:00",
+            "2025-01-01 05:30:00+0530",
+            " 2025-01-01 00:00:00.000+00 ",
+        ] {
+            assert_eq!(parse_timestamp_ms(s), Ok(1_735_689_600_000), "{s}");
+        }
+    }
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(parse_timestamp_ms("1970-01-01"), Ok(0));
+        // Twitter's epoch, 2010-11-04 01:42:54.657 UTC.
+        assert_eq!(
+            parse_timestamp_ms("2010-11-04 01:42:54.657Z"),
+            Ok(1_288_834_974_657)
+        );
+        assert_eq!(
+            parse_timestamp_ms("2000-02-29 12:00:00.5+00"),
+            Ok(951_825_600_500)
+        );
+        assert_eq!(parse_timestamp_ms("1969-12-31 23:59:59.999Z"), Ok(-1));
+    }
+
+    #[test]
+    fn refuses_malformed_text() {
+        for s in [
+            "",
+            "yesterday",
+            "2025-1-1",
+            "2025-02-30",
+            "2023-02-29",
+            "2025-01-01 24:00:00",
+            "2025-01-01 00:00:00.1234",
+            "2025-01-01 00:00:00+99",
+            "2025-01-01 00",
+            "2025-01-01 00:00.5",
+        ] {
+            assert!(parse_timestamp_ms(s).is_err(), "{s:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn postgres_timestamps() {
+        assert_eq!(pg_us_from_unix_ms(946_684_800_000), 0);
+        assert_eq!(unix_ms_from_pg_us(0), 946_684_800_000);
+        assert_eq!(
+            unix_ms_from_pg_us(-PG_EPOCH_UNIX_US - 1),
+            -1,
+            "rounds down before 1970"
+        );
+        assert_eq!(
+            unix_ms_from_pg_us(pg_us_from_unix_ms(1_735_689_600_123) + 999),
+            1_735_689_600_123
+        );
+    }
+
+    #[test]
+    fn format_round_trips() {
+        for ms in [
+            0,
+            1,
+            951_825_600_500,
+            1_735_689_600_000,
+            1_735_689_600_000 + (1i64 << 41) - 1,
+            -1,
+        ] {
+            assert_eq!(
+                parse_timestamp_ms(&format_unix_ms(ms)),
+                Ok(ms),
+                "{}",
+                format_unix_ms(ms)
+            );
+        }
+        assert_eq!(format_unix_ms(1_735_689_600_000), "2025-01-01 00:00:00+00");
+        assert_eq!(format_unix_ms(-1), "1969-12-31 23:59:59.999+00");
+    }
+}

@@ -1,0 +1,141 @@
+//! The one place where core errors become PostgreSQL errors, each with its SQLSTATE.
+//!
+//! | SQLSTATE | condition | raised when |
+//! |---|---|---|
+//! | 55000 | object_not_in_prerequisite_state | a generator runs without `shared_preload_libraries` |
+//! | 58000 | system_error | the clock stepped back further than `snowflake_id.max_rewind_wait` |
+//! | 22003 | numeric_value_out_of_range | a shard outside the layout, an id that is negative or beyond the layout |
+//! | 22004 | null_value_not_allowed | a NULL shard |
+//! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
+//! | 22023 | invalid_parameter_value | an unusable layout or epoch setting |
+//!
+//! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
+//! sentences.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::PgSqlErrorCode;
+
+use crate::core::layout::{IdError, Layout, LayoutError};
+use crate::core::monotonic::MintError;
+use crate::core::time::{self, NS_PER_MS};
+
+const FUNC: &str = "snowflake_id";
+
+pub fn not_preloaded() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id must be loaded via \"shared_preload_libraries\"",
+        FUNC,
+    )
+    .set_detail("The id generators keep their state in shared memory, which only a preloaded library can allocate.")
+    .set_hint("Add this line to postgresql.conf and restart the server: shared_preload_libraries = 'snowflake_id'")
+}
+
+pub fn null_argument(name: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        format!("{name} must not be null"),
+        FUNC,
+    )
+}
+
+/// What a generator was minting for, to name it in messages.
+pub fn mint_error(e: MintError, layout: &Layout, what: &str) -> ErrorReport {
+    match e {
+        MintError::ClockBehind { behind_ns, last_unix_ns, now_unix_ns, max_wait_ns } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
+            format!("system clock moved backwards by {} ms", behind_ns.div_ceil(NS_PER_MS as u64)),
+            FUNC,
+        )
+        .set_detail(format!(
+            "The last id for {what} carries {}, but the clock reads {}. Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
+            time::format_unix_ms(last_unix_ns.div_euclid(NS_PER_MS)),
+            time::format_unix_ms(now_unix_ns.div_euclid(NS_PER_MS)),
+            max_wait_ns / NS_PER_MS as u64
+        ))
+        .set_hint(
+            "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
+        ),
+        MintError::ClockBeforeOrigin { now_unix_ns } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("system clock reads {}, before the snowflake epoch", time::format_unix_ms(now_unix_ns.div_euclid(NS_PER_MS))),
+            FUNC,
+        )
+        .set_detail(format!("snowflake_id.epoch is {}.", time::format_unix_ms(layout.epoch_unix_ms())))
+        .set_hint("Check the server's clock."),
+        MintError::TimeExhausted { .. } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("snowflake layout {} has run out of time for {what}", layout.widths()),
+            FUNC,
+        )
+        .set_detail(format!("Its last representable instant is {}.", time::format_unix_ms(layout.last_unix_ms())))
+        .set_hint("Move to a layout with more time bits or a later epoch on a new id range."),
+    }
+}
+
+pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
+    match e {
+        IdError::ShardOutOfRange { shard, max } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("shard {shard} is out of range"),
+            FUNC,
+        )
+        .set_detail(format!(
+            "Valid shards are 0 to {max} under snowflake layout {}.",
+            layout.widths()
+        )),
+        IdError::IdOutOfRange { id, max } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("snowflake id {id} is out of range"),
+            FUNC,
+        )
+        .set_detail(format!(
+            "Valid ids are 0 to {max} under snowflake layout {}.",
+            layout.widths()
+        )),
+        IdError::TimeOutOfRange {
+            unix_ms,
+            first,
+            last,
+        } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!(
+                "timestamp {} is outside the snowflake layout",
+                time::format_unix_ms(unix_ms)
+            ),
+            FUNC,
+        )
+        .set_detail(format!(
+            "Snowflake ids cover {} to {}.",
+            time::format_unix_ms(first),
+            time::format_unix_ms(last)
+        )),
+    }
+}
+
+/// An unusable layout given as an argument.
+pub fn bad_layout(e: &LayoutError) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "invalid snowflake layout",
+        FUNC,
+    )
+    .set_detail(e.to_string())
+}
+
+/// An unusable layout or epoch in the server's configuration.
+pub fn bad_layout_setting(e: &LayoutError) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "invalid snowflake_id.layout or snowflake_id.epoch", FUNC)
+        .set_detail(e.to_string())
+        .set_hint("Fix the setting in postgresql.conf. Both are fixed at server start, because changing them would break the uniqueness and order of ids.")
+}
+
+/// A timestamp argument that is infinite.
+pub fn infinite_timestamp() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        "timestamp out of range",
+        FUNC,
+    )
+    .set_detail("Infinite timestamps have no snowflake id.")
+}

@@ -1,0 +1,205 @@
+//! Every `snowflake_id.*` setting: registration, validation and typed accessors.
+//!
+//! | setting | context | why that context |
+//! |---|---|---|
+//! | `snowflake_id.layout` | postmaster | changing the widths on a live server would re-read old ids wrongly and break ordering |
+//! | `snowflake_id.epoch` | postmaster | same: the epoch is part of every id |
+//! | `snowflake_id.max_lead` | superuser | how far ids may run ahead of the clock; any value keeps ids unique |
+//! | `snowflake_id.max_rewind_wait` | superuser | how long a call may wait for a clock that stepped back |
+//!
+//! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
+//! every backend inherits the parsed value), and kept in [`layout`].
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::core::layout::{Layout, LayoutError, Widths};
+use crate::core::monotonic::ClockPolicy;
+use crate::core::time;
+
+const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
+const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
+
+static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"default"));
+static EPOCH: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"2025-01-01 00:00:00+00"));
+static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(5);
+static MAX_REWIND_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+/// The layout in force, parsed once at load.
+static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
+
+/// Registers the settings and parses the layout. Runs once per process that loads the library.
+///
+/// # Panics
+/// Raises an ERROR (FATAL in the postmaster, so the server does not start) when the layout or
+/// epoch in the configuration cannot be used.
+pub fn init() {
+    // A value in postgresql.conf sits in a placeholder until the setting is defined. If the check
+    // hook refuses it, PostgreSQL only warns and keeps the default, which for an id layout would
+    // be a silent disaster. So read the configured text first and refuse it ourselves.
+    let configured_layout = placeholder(LAYOUT_NAME);
+    let configured_epoch = placeholder(EPOCH_NAME);
+
+    // SAFETY: the hooks are plain functions that only parse their argument.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            LAYOUT_NAME,
+            c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), or TIME/SHARD/SEQ[@Nms].",
+            c"Time, shard and sequence widths must add up to at most 63 bits, so ids never go negative. Fixed at server start.",
+            &LAYOUT,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_layout),
+            None,
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            EPOCH_NAME,
+            c"Custom epoch of snowflake ids, as an ISO 8601 timestamp with a UTC offset.",
+            c"Ids count ticks from this instant. It must not be in the future. Fixed at server start.",
+            &EPOCH,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_epoch),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_lead",
+        c"How far ahead of the clock a shard may run when its per-tick sequence is exhausted.",
+        c"0 is strict: an id never carries a tick later than the clock's. Past the lead the call waits for the clock.",
+        &MAX_LEAD_MS,
+        0,
+        1000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_rewind_wait",
+        c"Longest wait for a clock that stepped back behind the last issued id.",
+        c"A step back shorter than this is waited out; a longer one fails at once with SQLSTATE 58000.",
+        &MAX_REWIND_WAIT_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    reserve_prefix();
+
+    let layout_text = configured_layout.unwrap_or_else(|| setting_text(&LAYOUT));
+    let epoch_text = configured_epoch.unwrap_or_else(|| setting_text(&EPOCH));
+    match parse_layout(&layout_text, &epoch_text) {
+        Ok(layout) => {
+            let _ = ACTIVE_LAYOUT.set(layout);
+        }
+        Err(e) => crate::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
+    }
+}
+
+/// The layout the server runs with.
+pub fn layout() -> &'static Layout {
+    // init() runs in _PG_init, before any SQL function of the library can be called.
+    ACTIVE_LAYOUT.get().unwrap_or(&Layout::DEFAULT)
+}
+
+/// The clock policy from the current settings.
+pub fn clock_policy() -> ClockPolicy {
+    // Both settings are bounded to non-negative values by their registration.
+    layout().clock_policy(
+        MAX_LEAD_MS.get().unsigned_abs().into(),
+        MAX_REWIND_WAIT_MS.get().unsigned_abs().into(),
+    )
+}
+
+/// The full check: widths, epoch, and that the epoch is not in the future.
+fn parse_layout(layout: &str, epoch: &str) -> Result<Layout, LayoutError> {
+    let widths = Widths::parse(layout)?;
+    let epoch_ms = time::parse_timestamp_ms(epoch).map_err(LayoutError::Syntax)?;
+    let layout = Layout::new(widths, epoch_ms)?;
+    layout.check_epoch_not_in_future(crate::clock::now_unix_ms())?;
+    Ok(layout)
+}
+
+fn setting_text(s: &GucSetting<Option<CString>>) -> String {
+    s.get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The text a configuration file gave a not-yet-defined setting, if any.
+fn placeholder(name: &CStr) -> Option<String> {
+    // SAFETY: GetConfigOption with missing_ok returns NULL or a string owned by the GUC system,
+    // which we copy at once.
+    unsafe {
+        let p = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+fn reserve_prefix() {
+    // SAFETY: plain calls into the GUC machinery with a static string.
+    unsafe {
+        #[cfg(any(feature = "pg14"))]
+        pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
+        #[cfg(not(any(feature = "pg14")))]
+        pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
+    }
+}
+
+/// Sets the DETAIL line of a refused setting.
+fn check_failed(e: &impl std::fmt::Display) -> bool {
+    let msg = CString::new(e.to_string()).unwrap_or_default();
+    // SAFETY: PostgreSQL reads GUC_check_errdetail_string right after the hook returns; pstrdup
+    // copies into the current memory context, which outlives that.
+    unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(msg.as_ptr()) };
+    false
+}
+
+fn hook_text(newval: *mut *mut c_char) -> Option<String> {
+    // SAFETY: PostgreSQL passes a valid pointer to a (possibly NULL) C string.
+    unsafe {
+        newval
+            .as_ref()
+            .filter(|p| !p.is_null())
+            .map(|p| CStr::from_ptr(*p).to_string_lossy().into_owned())
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_layout(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    match hook_text(newval).map(|t| Widths::parse(&t)) {
+        Some(Err(e)) => check_failed(&e),
+        _ => true,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let Some(text) = hook_text(newval) else {
+        return true;
+    };
+    let checked = time::parse_timestamp_ms(&text)
+        .map_err(LayoutError::Syntax)
+        .and_then(|ms| {
+            let l = Layout::new(Widths::DEFAULT, ms)?;
+            l.check_epoch_not_in_future(crate::clock::now_unix_ms())
+        });
+    match checked {
+        Err(e) => check_failed(&e),
+        Ok(()) => true,
+    }
+}

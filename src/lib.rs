@@ -1,0 +1,47 @@
+//! snowflake_id: coordinator-free, k-sorted 64-bit ids for PostgreSQL.
+//!
+//! - `core`: the pure logic (layouts, time, the monotonic state machine). Never imports pgrx.
+//! - `guc`, `shmem`, `clock`: the settings, the shared-memory state and the wall clock.
+//! - `errors`: core errors to SQLSTATEs.
+//! - `api`: the `#[pg_extern]` glue.
+
+#[cfg(not(panic = "unwind"))]
+compile_error!(
+    "snowflake_id must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL errors"
+);
+
+mod api;
+mod clock;
+pub mod core;
+mod errors;
+mod guc;
+mod shmem;
+
+use pgrx::prelude::*;
+
+pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.1.0");
+
+/// Registers the settings, and when preloaded, the shared memory.
+#[pg_guard]
+#[allow(non_snake_case)]
+pub extern "C-unwind" fn _PG_init() {
+    guc::init();
+    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        shmem::init();
+    }
+}
+
+/// Used by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![
+            "shared_preload_libraries = 'snowflake_id'",
+            "timezone = 'UTC'",
+        ]
+    }
+}
