@@ -33,7 +33,8 @@ static MAX_REWIND_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// The layout in force, parsed once at load.
 static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
 
-/// Registers the settings and parses the layout. Runs once per process that loads the library.
+/// Registers the settings and parses the layout. Runs once per process that loads the library:
+/// the postmaster when preloaded, else each backend that first calls a function.
 ///
 /// # Panics
 /// Raises an ERROR (FATAL in the postmaster, so the server does not start) when the layout or
@@ -45,9 +46,14 @@ pub fn init() {
     let configured_layout = placeholder(LAYOUT_NAME);
     let configured_epoch = placeholder(EPOCH_NAME);
 
+    // PostgreSQL refuses to define postmaster-context settings after startup, so a library
+    // loaded on demand (not preloaded) only reads what the configuration file says.
+    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     // SAFETY: the hooks are plain functions that only parse their argument.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
+    if preloading {
+        unsafe {
+            GucRegistry::define_string_guc_with_hooks(
             LAYOUT_NAME,
             c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), or TIME/SHARD/SEQ[@Nms].",
             c"Time, shard and sequence widths must add up to at most 63 bits, so ids never go negative. Fixed at server start.",
@@ -58,7 +64,7 @@ pub fn init() {
             None,
             None,
         );
-        GucRegistry::define_string_guc_with_hooks(
+            GucRegistry::define_string_guc_with_hooks(
             EPOCH_NAME,
             c"Custom epoch of snowflake ids, as an ISO 8601 timestamp with a UTC offset.",
             c"Ids count ticks from this instant. It must not be in the future. Fixed at server start.",
@@ -69,6 +75,7 @@ pub fn init() {
             None,
             None,
         );
+        }
     }
     GucRegistry::define_int_guc(
         c"snowflake_id.max_lead",
@@ -145,9 +152,9 @@ fn placeholder(name: &CStr) -> Option<String> {
 fn reserve_prefix() {
     // SAFETY: plain calls into the GUC machinery with a static string.
     unsafe {
-        #[cfg(any(feature = "pg14"))]
+        #[cfg(feature = "pg14")]
         pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
-        #[cfg(not(any(feature = "pg14")))]
+        #[cfg(not(feature = "pg14"))]
         pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
     }
 }

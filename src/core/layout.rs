@@ -435,29 +435,29 @@ impl fmt::Display for LayoutError {
         match self {
             LayoutError::Syntax(s) => write!(
                 f,
-                "\"{s}\" is not a snowflake layout: use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms"
+                "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
             ),
             LayoutError::TooWide { widths, total } => write!(
                 f,
-                "layout {}/{}/{} needs {total} bits, but ids have {ID_BITS}: the sign bit stays clear so ids never go negative",
+                "Layout {}/{}/{} needs {total} bits, but ids have {ID_BITS}: the sign bit stays clear so that ids never go negative.",
                 widths.time_bits, widths.shard_bits, widths.seq_bits
             ),
             LayoutError::FieldOutOfRange { field, value, min, max } if *field == "tick" => {
-                write!(f, "a tick of {value} ms is out of range: it must be between {min} and {max} ms")
+                write!(f, "A tick of {value} ms is out of range: it must be between {min} and {max} ms.")
             }
             LayoutError::FieldOutOfRange { field, value, min, max } => {
-                write!(f, "a {field} field of {value} bits is out of range: it must be between {min} and {max} bits")
+                write!(f, "A {field} field of {value} bits is out of range: it must be between {min} and {max} bits.")
             }
             LayoutError::EpochBefore1970 { epoch_unix_ms } => {
-                write!(f, "epoch {} is before 1970-01-01", time::format_unix_ms(*epoch_unix_ms))
+                write!(f, "Epoch {} is before 1970-01-01.", time::format_unix_ms(*epoch_unix_ms))
             }
             LayoutError::EpochInFuture { epoch_unix_ms, now_unix_ms } => write!(
                 f,
-                "epoch {} is in the future (the clock reads {})",
+                "Epoch {} is in the future: the clock reads {}.",
                 time::format_unix_ms(*epoch_unix_ms),
                 time::format_unix_ms(*now_unix_ms)
             ),
-            LayoutError::OutlivesTime => f.write_str("the time field reaches beyond the year 292 million"),
+            LayoutError::OutlivesTime => f.write_str("The time field reaches beyond the year 292 million."),
         }
     }
 }

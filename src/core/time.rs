@@ -71,7 +71,7 @@ const fn days_in_month(y: i64, m: i64) -> i64 {
 /// # Errors
 /// A message naming what is wrong with the text.
 pub fn parse_timestamp_ms(text: &str) -> Result<i64, String> {
-    let bad = |why: &str| Err(format!("\"{text}\" is not a timestamp: {why}"));
+    let bad = |why: &str| Err(format!("\"{text}\" is not a timestamp: {why}."));
     let s = text.trim();
     // Split the offset off the end first.
     let (body, offset_min) = if let Some(b) = s.strip_suffix('Z').or_else(|| s.strip_suffix("UTC"))

@@ -1,0 +1,14 @@
+# The user-facing commands. Each script installs what it needs first.
+.PHONY: demo test bench fmt
+
+demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
+	bash scripts/demo.sh
+
+test:   ## set up from nothing and run every test (PG_VERSIONS="15 18" by default)
+	bash scripts/test.sh
+
+bench:  ## benchmark the generators against nextval, gen_random_uuid() and the peers
+	bash scripts/bench.sh
+
+fmt:
+	cargo fmt

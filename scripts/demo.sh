@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The README's first command: set up from nothing, then show snowflake_id at work on a
+# throwaway PostgreSQL 15 cluster that is stopped again at the end.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PG_VERSIONS="${PG_VERSIONS:-15}" bash "$REPO_ROOT/scripts/setup.sh"
+V=15 NAME=demo PORT=5499
+install_extension "$V"
+log "starting a throwaway PostgreSQL $V cluster with shared_preload_libraries = 'snowflake_id'"
+cluster_start "$V" "$NAME" "$PORT"
+trap 'cluster_stop "$V" "$NAME"' EXIT
+cluster_env "$V" "$NAME" "$PORT"
+
+run() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+run <<'SQL'
+CREATE EXTENSION snowflake_id;
+CREATE TABLE orders (
+    id         bigint PRIMARY KEY DEFAULT snowflake_next(7),
+    client     int NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+SQL
+
+log "inserting 4 x 50,000 rows from 4 concurrent connections"
+pids=()
+for c in 1 2 3 4; do
+  (for batch in $(seq 1 10); do
+     echo "INSERT INTO orders (client) SELECT $c FROM generate_series(1, 5000);"
+   done | run) &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+
+log "what the ids say"
+psql -X -v ON_ERROR_STOP=1 <<'SQL'
+\echo 'The layout this server mints with:'
+SELECT layout, epoch, max_shard, ids_per_ms, last_timestamp FROM snowflake_layout();
+
+\echo 'Rows, distinct ids, shards seen, and rows whose id order disagrees with created_at by more than 1 ms:'
+SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids,
+       array_agg(DISTINCT snowflake_shard(id)) AS shards,
+       (SELECT count(*) FROM (SELECT created_at, lag(created_at) OVER (ORDER BY id) prev FROM orders) s
+         WHERE created_at < prev - interval '1 ms') AS out_of_order
+FROM orders;
+
+\echo 'The newest five ids, decoded:'
+SELECT o.id, d.ts, d.shard, d.seq, o.client
+FROM (SELECT * FROM orders ORDER BY id DESC LIMIT 5) o, snowflake_decode(o.id) d
+ORDER BY o.id;
+
+\echo 'Ids per millisecond (the default layout allows 512 per shard):'
+SELECT max(n) AS busiest_ms, round(avg(n), 1) AS average FROM (
+  SELECT count(*) n FROM orders GROUP BY snowflake_timestamp(id)) s;
+
+\echo 'A time range becomes a primary-key range:'
+EXPLAIN (COSTS OFF) SELECT count(*) FROM orders WHERE id >= snowflake_min_id(now() - interval '1 hour');
+SQL
+log "demo done; the cluster is stopped"

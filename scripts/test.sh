@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The README's second command: set up from nothing, then run every test on every PostgreSQL
+# version in PG_VERSIONS (default "15 18"):
+#   1. static checks: rustfmt, clippy, and that the pure core never imports pgrx;
+#   2. cargo pgrx test: the core's #[test]s (fake clock) and the #[pg_test]s (SQL surface);
+#   3. pg_test/run.sh: pg_regress files and cluster tests (concurrency, order, layouts, preload).
+# Ends with "snowflake_id: N passed, N failed" and a non-zero exit on any failure.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+export PG_VERSIONS="${PG_VERSIONS:-15 18}"
+bash "$REPO_ROOT/scripts/setup.sh"
+cd "$REPO_ROOT"
+export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND=1
+
+TOTAL_PASSED=0 TOTAL_FAILED=0 SUITES_FAILED=()
+tally() { # tally SUITE PASSED FAILED
+  TOTAL_PASSED=$((TOTAL_PASSED + $2)) TOTAL_FAILED=$((TOTAL_FAILED + $3))
+  if [ "$3" -ne 0 ]; then SUITES_FAILED+=("$1"); fi
+}
+
+log "static checks"
+static_failed=0
+cargo fmt --check || static_failed=1
+if grep -rnE "(^|[^a-z_])(use|extern crate) +(::)?pgrx|pgrx::" src/core; then echo "src/core must not import pgrx" >&2; static_failed=1; fi
+cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
+tally "static checks" $((1 - static_failed)) "$static_failed"
+
+for v in $PG_VERSIONS; do
+  log "cargo pgrx test pg$v"
+  pgdata="$SNOWFLAKE_RUN_DIR/pgrx$v"
+  $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR"
+  $SUDO rm -rf "$pgdata" && $SUDO install -d -o postgres -g postgres -m 0700 "$pgdata"
+  out="$(mktemp)"
+  if cargo pgrx test "pg$v" --runas postgres --pgdata "$pgdata" 2>&1 | tee "$out"; then :; fi
+  line="$(grep -E '^test result:' "$out" | tail -n 1 || true)"
+  p="$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  if [ -z "$p" ]; then p=0 f=1; fi # no result line: the build or the harness failed
+  tally "cargo pgrx test pg$v" "$p" "$f"
+  rm -f "$out"
+
+  install_extension "$v"
+  out="$(mktemp)"
+  if bash pg_test/run.sh "$v" 2>&1 | tee "$out"; then :; fi
+  line="$(grep -E "^PostgreSQL $v: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1 || true)"
+  p="$(sed -nE 's/.*: ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  if [ -z "$p" ]; then p=0 f=1; fi
+  tally "pg_test PostgreSQL $v" "$p" "$f"
+  rm -f "$out"
+done
+
+echo
+for s in "${SUITES_FAILED[@]}"; do echo "FAILED: $s"; done
+echo "snowflake_id: $TOTAL_PASSED passed, $TOTAL_FAILED failed"
+[ "$TOTAL_FAILED" -eq 0 ]
