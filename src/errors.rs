@@ -13,13 +13,21 @@
 //! sentences.
 
 use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::PgSqlErrorCode;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::core::layout::{IdError, Layout, LayoutError};
 use crate::core::monotonic::MintError;
 use crate::core::time::{self, NS_PER_MS};
 
 const FUNC: &str = "snowflake_id";
+
+/// Raises `report` as an ERROR. For the generators' hot path, which returns plain values rather
+/// than a `Result` so that the common case moves no error-sized data around.
+#[cold]
+pub fn raise(report: ErrorReport) -> ! {
+    report.report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report does not return")
+}
 
 pub fn not_preloaded() -> ErrorReport {
     ErrorReport::new(
@@ -32,44 +40,55 @@ pub fn not_preloaded() -> ErrorReport {
 }
 
 pub fn null_argument(name: &str) -> ErrorReport {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
-        format!("{name} must not be null"),
-        FUNC,
-    )
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} must not be null"), FUNC)
 }
 
-/// What a generator was minting for, to name it in messages.
-pub fn mint_error(e: MintError, layout: &Layout, what: &str) -> ErrorReport {
-    match e {
-        MintError::ClockBehind { behind_ns, last_unix_ns, now_unix_ns, max_wait_ns } => ErrorReport::new(
+/// The generator a [`MintError`] came from, to name it in messages.
+#[derive(Clone, Copy)]
+pub enum Generator<'a> {
+    Snowflake { layout: &'a Layout, shard: u32 },
+    Uuidv7,
+}
+
+pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
+    let ms = |ns: i64| time::format_unix_ms(ns.div_euclid(NS_PER_MS));
+    let what = match generator {
+        Generator::Snowflake { shard, .. } => format!("shard {shard}"),
+        Generator::Uuidv7 => "uuidv7".to_owned(),
+    };
+    match (e, generator) {
+        (MintError::ClockBehind { behind_ns, last_unix_ns, now_unix_ns, max_wait_ms }, _) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
             format!("system clock moved backwards by {} ms", behind_ns.div_ceil(NS_PER_MS as u64)),
             FUNC,
         )
         .set_detail(format!(
             "The last id for {what} carries {}, but the clock reads {}. Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
-            time::format_unix_ms(last_unix_ns.div_euclid(NS_PER_MS)),
-            time::format_unix_ms(now_unix_ns.div_euclid(NS_PER_MS)),
-            max_wait_ns / NS_PER_MS as u64
+            ms(last_unix_ns),
+            ms(now_unix_ns),
+            max_wait_ms
         ))
         .set_hint(
             "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
         ),
-        MintError::ClockBeforeOrigin { now_unix_ns } => ErrorReport::new(
+        (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
-            format!("system clock reads {}, before the snowflake epoch", time::format_unix_ms(now_unix_ns.div_euclid(NS_PER_MS))),
+            format!("system clock reads {}, before the snowflake epoch", ms(now_unix_ns)),
             FUNC,
         )
         .set_detail(format!("snowflake_id.epoch is {}.", time::format_unix_ms(layout.epoch_unix_ms())))
         .set_hint("Check the server's clock."),
-        MintError::TimeExhausted { .. } => ErrorReport::new(
+        (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Uuidv7) => {
+            uuidv7_time_out_of_range(&format!("system clock time {}", ms(now_unix_ns))).set_hint("Check the server's clock.")
+        }
+        (MintError::TimeExhausted { .. }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("snowflake layout {} has run out of time for {what}", layout.widths()),
             FUNC,
         )
         .set_detail(format!("Its last representable instant is {}.", time::format_unix_ms(layout.last_unix_ms())))
         .set_hint("Move to a layout with more time bits or a later epoch on a new id range."),
+        (MintError::TimeExhausted { .. }, Generator::Uuidv7) => uuidv7_time_out_of_range("system clock time"),
     }
 }
 
@@ -80,29 +99,16 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
             format!("shard {shard} is out of range"),
             FUNC,
         )
-        .set_detail(format!(
-            "Valid shards are 0 to {max} under snowflake layout {}.",
-            layout.widths()
-        )),
+        .set_detail(format!("Valid shards are 0 to {max} under snowflake layout {}.", layout.widths())),
         IdError::IdOutOfRange { id, max } => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("snowflake id {id} is out of range"),
             FUNC,
         )
-        .set_detail(format!(
-            "Valid ids are 0 to {max} under snowflake layout {}.",
-            layout.widths()
-        )),
-        IdError::TimeOutOfRange {
-            unix_ms,
-            first,
-            last,
-        } => ErrorReport::new(
+        .set_detail(format!("Valid ids are 0 to {max} under snowflake layout {}.", layout.widths())),
+        IdError::TimeOutOfRange { unix_ms, first, last } => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
-            format!(
-                "timestamp {} is outside the snowflake layout",
-                time::format_unix_ms(unix_ms)
-            ),
+            format!("timestamp {} is outside the snowflake layout", time::format_unix_ms(unix_ms)),
             FUNC,
         )
         .set_detail(format!(
@@ -115,12 +121,8 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
 
 /// An unusable layout given as an argument.
 pub fn bad_layout(e: &LayoutError) -> ErrorReport {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        "invalid snowflake layout",
-        FUNC,
-    )
-    .set_detail(e.to_string())
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "invalid snowflake layout", FUNC)
+        .set_detail(e.to_string())
 }
 
 /// An unusable layout or epoch in the server's configuration.
@@ -130,12 +132,25 @@ pub fn bad_layout_setting(e: &LayoutError) -> ErrorReport {
         .set_hint("Fix the setting in postgresql.conf. Both are fixed at server start, because changing them would break the uniqueness and order of ids.")
 }
 
-/// A timestamp argument that is infinite.
-pub fn infinite_timestamp() -> ErrorReport {
+/// A timestamp that is infinite or beyond PostgreSQL's range.
+pub fn timestamp_out_of_range() -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW, "timestamp out of range", FUNC)
+        .set_detail("Infinite timestamps, and timestamps beyond PostgreSQL's range, have no id.")
+}
+
+/// A UUIDv7 time outside 48 bits of Unix milliseconds. `subject` names the time, such as
+/// "timestamp 1969-12-31 23:59:59+00" or "shifted timestamp".
+pub fn uuidv7_time_out_of_range(subject: &str) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
-        "timestamp out of range",
+        format!("{subject} is outside the UUIDv7 range"),
         FUNC,
     )
-    .set_detail("Infinite timestamps have no snowflake id.")
+    .set_detail("A UUIDv7 holds 48 bits of Unix milliseconds: 1970-01-01 00:00:00+00 to 10889-08-02 05:31:50.655+00.")
+}
+
+/// The operating system could not seed the random generator.
+pub fn no_entropy(e: impl std::fmt::Display) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "could not generate random values", FUNC)
+        .set_detail(format!("The operating system's random source failed: {e}."))
 }

@@ -6,6 +6,7 @@
 //! | `snowflake_id.epoch` | postmaster | same: the epoch is part of every id |
 //! | `snowflake_id.max_lead` | superuser | how far ids may run ahead of the clock; any value keeps ids unique |
 //! | `snowflake_id.max_rewind_wait` | superuser | how long a call may wait for a clock that stepped back |
+//! | `snowflake_id.uuidv7_max_lead` | superuser | how far UUIDv7 times may run ahead of the clock; any value keeps them unique and ordered |
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
 //! every backend inherits the parsed value), and kept in [`layout`].
@@ -25,10 +26,10 @@ const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
 
 static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"default"));
-static EPOCH: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"2025-01-01 00:00:00+00"));
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"2025-01-01 00:00:00+00"));
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(5);
 static MAX_REWIND_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static UUIDV7_MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
 /// The layout in force, parsed once at load.
 static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
@@ -65,16 +66,16 @@ pub fn init() {
             None,
         );
             GucRegistry::define_string_guc_with_hooks(
-            EPOCH_NAME,
-            c"Custom epoch of snowflake ids, as an ISO 8601 timestamp with a UTC offset.",
-            c"Ids count ticks from this instant. It must not be in the future. Fixed at server start.",
-            &EPOCH,
-            GucContext::Postmaster,
-            GucFlags::default(),
-            Some(check_epoch),
-            None,
-            None,
-        );
+                EPOCH_NAME,
+                c"Custom epoch of snowflake ids, as an ISO 8601 timestamp with a UTC offset.",
+                c"Ids count ticks from this instant. It must not be in the future. Fixed at server start.",
+                &EPOCH,
+                GucContext::Postmaster,
+                GucFlags::default(),
+                Some(check_epoch),
+                None,
+                None,
+            );
         }
     }
     GucRegistry::define_int_guc(
@@ -92,6 +93,16 @@ pub fn init() {
         c"Longest wait for a clock that stepped back behind the last issued id.",
         c"A step back shorter than this is waited out; a longer one fails at once with SQLSTATE 58000.",
         &MAX_REWIND_WAIT_MS,
+        0,
+        60_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.uuidv7_max_lead",
+        c"How far ahead of the clock UUIDv7 times may run when more than 4096 are generated in a millisecond.",
+        c"UUIDv7 keeps a 12-bit sub-millisecond fraction; past 4096 values per millisecond the time moves ahead, as in PostgreSQL 18. Past this lead the call waits for the clock.",
+        &UUIDV7_MAX_LEAD_MS,
         0,
         60_000,
         GucContext::Suset,
@@ -115,13 +126,15 @@ pub fn layout() -> &'static Layout {
     ACTIVE_LAYOUT.get().unwrap_or(&Layout::DEFAULT)
 }
 
-/// The clock policy from the current settings.
+/// The snowflake clock policy from the current settings.
 pub fn clock_policy() -> ClockPolicy {
-    // Both settings are bounded to non-negative values by their registration.
-    layout().clock_policy(
-        MAX_LEAD_MS.get().unsigned_abs().into(),
-        MAX_REWIND_WAIT_MS.get().unsigned_abs().into(),
-    )
+    // The settings are registered with non-negative bounds.
+    ClockPolicy { max_lead_ms: MAX_LEAD_MS.get().unsigned_abs(), max_wait_ms: MAX_REWIND_WAIT_MS.get().unsigned_abs() }
+}
+
+/// The UUIDv7 clock policy: its own lead, the shared rewind wait.
+pub fn uuidv7_clock_policy() -> ClockPolicy {
+    ClockPolicy { max_lead_ms: UUIDV7_MAX_LEAD_MS.get().unsigned_abs(), ..clock_policy() }
 }
 
 /// The full check: widths, epoch, and that the epoch is not in the future.
@@ -134,9 +147,7 @@ fn parse_layout(layout: &str, epoch: &str) -> Result<Layout, LayoutError> {
 }
 
 fn setting_text(s: &GucSetting<Option<CString>>) -> String {
-    s.get()
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    s.get().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The text a configuration file gave a not-yet-defined setting, if any.
@@ -170,12 +181,7 @@ fn check_failed(e: &impl std::fmt::Display) -> bool {
 
 fn hook_text(newval: *mut *mut c_char) -> Option<String> {
     // SAFETY: PostgreSQL passes a valid pointer to a (possibly NULL) C string.
-    unsafe {
-        newval
-            .as_ref()
-            .filter(|p| !p.is_null())
-            .map(|p| CStr::from_ptr(*p).to_string_lossy().into_owned())
-    }
+    unsafe { newval.as_ref().filter(|p| !p.is_null()).map(|p| CStr::from_ptr(*p).to_string_lossy().into_owned()) }
 }
 
 #[pg_guard]
@@ -199,12 +205,10 @@ unsafe extern "C-unwind" fn check_epoch(
     let Some(text) = hook_text(newval) else {
         return true;
     };
-    let checked = time::parse_timestamp_ms(&text)
-        .map_err(LayoutError::Syntax)
-        .and_then(|ms| {
-            let l = Layout::new(Widths::DEFAULT, ms)?;
-            l.check_epoch_not_in_future(crate::clock::now_unix_ms())
-        });
+    let checked = time::parse_timestamp_ms(&text).map_err(LayoutError::Syntax).and_then(|ms| {
+        let l = Layout::new(Widths::DEFAULT, ms)?;
+        l.check_epoch_not_in_future(crate::clock::now_unix_ms())
+    });
     match checked {
         Err(e) => check_failed(&e),
         Ok(()) => true,

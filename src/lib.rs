@@ -6,9 +6,7 @@
 //! - `api`: the `#[pg_extern]` glue.
 
 #[cfg(not(panic = "unwind"))]
-compile_error!(
-    "snowflake_id must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL errors"
-);
+compile_error!("snowflake_id must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL errors");
 
 mod api;
 mod clock;
@@ -39,9 +37,6 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![
-            "shared_preload_libraries = 'snowflake_id'",
-            "timezone = 'UTC'",
-        ]
+        vec!["shared_preload_libraries = 'snowflake_id'", "timezone = 'UTC'"]
     }
 }

@@ -4,16 +4,19 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header { shard_count }            fixed once by the postmaster, read-only afterwards
+//! Header {
+//!   shard_count: u64                fixed once by the postmaster, read-only afterwards
+//!   uuidv7_next: AtomicU64          UUIDv7: the next free (unix_ms << 12 | fraction) word
+//! }
 //! shards[shard_count]: AtomicU64    per shard: the next free (tick << seq_bits | seq) word
 //! ```
 //!
-//! With the default layout that is 8192 words, 64 KiB.
+//! With the default layout that is 8192 + 2 words, 64 KiB.
 //!
 //! # Protocol
-//! - **`Header`** is written once, in the postmaster's `shmem_startup_hook` under
+//! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under
 //!   `AddinShmemInitLock`, before any backend exists, and never again. Backends only read it.
-//! - **`shards[i]`** is owned by no one: every backend and parallel worker updates it with a
+//! - **`shards[i]`** and **`uuidv7_next`** are owned by no one: every backend and parallel worker updates it with a
 //!   single compare-and-swap (`crate::core::monotonic::mint`). A CAS either installs `w + 1`,
 //!   which hands out word `w` to exactly that caller, or fails and the caller retries with the
 //!   value it saw. There is no lock, so there is nothing to wait on and nothing a crash can leave
@@ -39,6 +42,7 @@ use crate::guc;
 #[repr(C)]
 struct Header {
     shard_count: u64,
+    uuidv7_next: AtomicU64,
 }
 
 /// The base of the segment in this process, or null when the library was not preloaded.
@@ -103,20 +107,24 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
-        let base = pg_sys::ShmemInitStruct(
-            c"snowflake_id".as_ptr(),
-            segment_size(shard_count),
-            &mut found,
-        )
-        .cast::<Header>();
+        let base =
+            pg_sys::ShmemInitStruct(c"snowflake_id".as_ptr(), segment_size(shard_count), &mut found).cast::<Header>();
         if !found {
             // Zero is "nothing issued yet" for every generator word.
             ptr::write_bytes(base.cast::<u8>(), 0, segment_size(shard_count));
-            (*base).shard_count = shard_count as u64;
+            (&raw mut (*base).shard_count).write(shard_count as u64);
         }
         pg_sys::LWLockRelease(lock);
         SEGMENT.store(base, Ordering::Release);
     }
+}
+
+/// The segment, or [`NotPreloaded`].
+fn segment() -> Result<&'static Header, NotPreloaded> {
+    let base = SEGMENT.load(Ordering::Acquire);
+    // SAFETY: non-null only once shmem_startup has initialised the segment, which lives as long
+    // as the server.
+    unsafe { base.as_ref() }.ok_or(NotPreloaded)
 }
 
 /// The state word of one shard.
@@ -124,20 +132,21 @@ unsafe extern "C-unwind" fn shmem_startup() {
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
 pub fn shard_state(shard: u32) -> Result<&'static AtomicU64, NotPreloaded> {
-    let base = SEGMENT.load(Ordering::Acquire);
-    if base.is_null() {
-        return Err(NotPreloaded);
-    }
-    // SAFETY: the segment lives as long as the server; the header is immutable after startup and
-    // `shard` was checked against the layout that sized the segment. The words are only ever
-    // accessed atomically.
+    let header = segment()?;
+    assert!(u64::from(shard) < header.shard_count, "shard {shard} outside a segment of {} shards", header.shard_count);
+    // SAFETY: the words follow the header, `shard_count` of them, and `shard` is within that
+    // (checked against the layout that sized the segment, and asserted above). The words are
+    // only ever accessed atomically.
     unsafe {
-        let count = (*base).shard_count;
-        assert!(
-            u64::from(shard) < count,
-            "shard {shard} outside a segment of {count} shards"
-        );
-        let words = base.add(1).cast::<AtomicU64>();
+        let words = (header as *const Header).add(1).cast::<AtomicU64>();
         Ok(&*words.add(shard as usize))
     }
+}
+
+/// The UUIDv7 state word.
+///
+/// # Errors
+/// [`NotPreloaded`] when the segment does not exist.
+pub fn uuidv7_state() -> Result<&'static AtomicU64, NotPreloaded> {
+    Ok(&segment()?.uuidv7_next)
 }

@@ -52,7 +52,7 @@ fn snowflake_layout(
     // Every width is at most 63 and the tick at most 1000, so the casts are exact.
     Ok(TableIterator::once((
         w.to_string(),
-        super::timestamptz(l.epoch_unix_ms())?,
+        super::timestamptz_from_ms(l.epoch_unix_ms())?,
         w.time_bits as i32,
         w.shard_bits as i32,
         w.seq_bits as i32,
@@ -60,8 +60,7 @@ fn snowflake_layout(
         l.max_shard() as i32,
         l.ids_per_ms(),
         l.ids_per_second() as i64,
-        super::timestamptz(l.last_unix_ms())
-            .unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity()),
+        super::timestamptz_from_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity()),
         l.lifetime_years(),
     )))
 }
@@ -95,7 +94,10 @@ mod tests {
         );
         assert_eq!(
             s,
-            Ok(Some("41/13/9 8191 512 512000 69.7; 39/16/8@10ms 65535 25.6 25600 174.2; 41/10/12 1023 4096 4096000 69.7".into()))
+            Ok(Some(
+                "41/13/9 8191 512 512000 69.7; 39/16/8@10ms 65535 25.6 25600 174.2; 41/10/12 1023 4096 4096000 69.7"
+                    .into()
+            ))
         );
     }
 

@@ -3,23 +3,33 @@
 
 pub mod layout;
 pub mod snowflake;
+pub mod uuid;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::time;
+use crate::core::time::{self, US_PER_MS};
 use crate::errors;
 
-/// A Unix millisecond as a `timestamptz`.
-pub(crate) fn timestamptz(unix_ms: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    TimestampWithTimeZone::try_from(time::pg_us_from_unix_ms(unix_ms))
-        .map_err(|_| errors::infinite_timestamp())
+/// A Unix microsecond as a `timestamptz`.
+pub(crate) fn timestamptz_from_us(unix_us: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
+    TimestampWithTimeZone::try_from(time::pg_us_from_unix_us(unix_us)).map_err(|_| errors::timestamp_out_of_range())
 }
 
-/// The Unix millisecond of a finite `timestamptz`.
-pub(crate) fn unix_ms(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+/// A Unix millisecond as a `timestamptz`.
+pub(crate) fn timestamptz_from_ms(unix_ms: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
+    timestamptz_from_us(unix_ms.saturating_mul(US_PER_MS))
+}
+
+/// The Unix microsecond of a finite `timestamptz`.
+pub(crate) fn unix_us(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     if !ts.is_finite() {
-        return Err(errors::infinite_timestamp());
+        return Err(errors::timestamp_out_of_range());
     }
-    Ok(time::unix_ms_from_pg_us(ts.into_inner()))
+    Ok(time::unix_us_from_pg_us(ts.into_inner()))
+}
+
+/// The Unix millisecond holding a finite `timestamptz`.
+pub(crate) fn unix_ms(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+    Ok(unix_us(ts)?.div_euclid(US_PER_MS))
 }

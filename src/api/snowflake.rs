@@ -13,7 +13,8 @@ use pgrx::prelude::*;
 use crate::clock::WallClock;
 use crate::core::layout::Parts;
 use crate::core::monotonic;
-use crate::{errors, guc, shmem};
+use crate::errors::{self, Generator};
+use crate::{guc, shmem};
 
 /// Mints the next id for `shard`.
 ///
@@ -23,38 +24,25 @@ use crate::{errors, guc, shmem};
 /// per-backend state and writes no WAL, so a worker minting is as safe as the leader minting.
 /// Not STRICT: a NULL shard raises an error instead of silently producing a NULL key.
 #[pg_extern(volatile, parallel_safe)]
-fn snowflake_next(shard: Option<i32>) -> Result<i64, ErrorReport> {
-    let shard = shard.ok_or_else(|| errors::null_argument("shard"))?;
-    mint(i64::from(shard))
-}
-
-fn mint(shard: i64) -> Result<i64, ErrorReport> {
+fn snowflake_next(shard: Option<i32>) -> i64 {
+    let Some(shard) = shard else { errors::raise(errors::null_argument("shard")) };
     let layout = guc::layout();
-    let shard = layout
-        .shard(shard)
-        .map_err(|e| errors::id_error(e, layout))?;
-    let state = shmem::shard_state(shard).map_err(|_| errors::not_preloaded())?;
-    let minted = monotonic::mint(
-        state,
-        &mut WallClock,
-        &layout.timeline(),
-        &guc::clock_policy(),
-    )
-    .map_err(|e| errors::mint_error(e, layout, &format!("shard {shard}")))?;
-    Ok(layout.id_from_word(minted.word, shard))
+    let shard = layout.shard(shard.into()).unwrap_or_else(|e| errors::raise(errors::id_error(e, layout)));
+    let state = shmem::shard_state(shard).unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
+    let minted = monotonic::mint(state, &mut WallClock, &layout.timeline(), &guc::clock_policy())
+        .unwrap_or_else(|e| errors::raise(errors::mint_error(e, Generator::Snowflake { layout, shard })));
+    layout.id_from_word(minted.word, shard)
 }
 
 fn parts(id: i64) -> Result<Parts, ErrorReport> {
     let layout = guc::layout();
-    layout
-        .decompose(id)
-        .map_err(|e| errors::id_error(e, layout))
+    layout.decompose(id).map_err(|e| errors::id_error(e, layout))
 }
 
 /// The start of the tick an id was minted in.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    super::timestamptz(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
+    super::timestamptz_from_ms(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
 }
 
 /// The shard an id was minted for.
@@ -75,18 +63,14 @@ fn snowflake_seq(id: i64) -> Result<i32, ErrorReport> {
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     let layout = guc::layout();
-    layout
-        .min_id_at(super::unix_ms(ts)?)
-        .map_err(|e| errors::id_error(e, layout))
+    layout.min_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
 
 /// The largest id any shard can mint in the tick holding `ts`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     let layout = guc::layout();
-    layout
-        .max_id_at(super::unix_ms(ts)?)
-        .map_err(|e| errors::id_error(e, layout))
+    layout.max_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
 
 // `snowflake_decode` returns a record with OUT parameters, so it serves both
@@ -127,12 +111,8 @@ mod tests {
 
     #[pg_test]
     fn next_ids_increase_and_carry_the_shard() {
-        let a = Spi::get_one::<i64>("SELECT snowflake_next(7)")
-            .unwrap()
-            .unwrap();
-        let b = Spi::get_one::<i64>("SELECT snowflake_next(7)")
-            .unwrap()
-            .unwrap();
+        let a = Spi::get_one::<i64>("SELECT snowflake_next(7)").unwrap().unwrap();
+        let b = Spi::get_one::<i64>("SELECT snowflake_next(7)").unwrap().unwrap();
         assert!(b > a && a > 0);
         let l = Layout::DEFAULT;
         assert_eq!(l.decompose(a).unwrap().shard, 7);
@@ -144,8 +124,7 @@ mod tests {
 
     #[pg_test]
     fn default_on_a_primary_key() {
-        Spi::run("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(7), n int)")
-            .unwrap();
+        Spi::run("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(7), n int)").unwrap();
         Spi::run("INSERT INTO t (n) SELECT g FROM generate_series(1, 5000) g").unwrap();
         let ok = Spi::get_one::<bool>(
             "SELECT count(DISTINCT id) = 5000 AND bool_and(snowflake_shard(id) = 7)
@@ -167,9 +146,7 @@ mod tests {
         assert_eq!(row, Ok(Some(true)));
         // Exact values: tick 1000 after the epoch, shard 3, sequence 5.
         let id: i64 = (1000 << 22) | (3 << 9) | 5;
-        let s = Spi::get_one::<String>(&format!("SELECT snowflake_decode({id})::text"))
-            .unwrap()
-            .unwrap();
+        let s = Spi::get_one::<String>(&format!("SELECT snowflake_decode({id})::text")).unwrap().unwrap();
         assert_eq!(s, "(\"2025-01-01 00:00:01+00\",3,5)");
     }
 
@@ -193,10 +170,7 @@ mod tests {
         assert_eq!(sqlstate("snowflake_timestamp(-1)"), "22003");
         assert_eq!(sqlstate("snowflake_decode(-1)"), "22003");
         assert_eq!(sqlstate("snowflake_shard(-9223372036854775808)"), "22003");
-        assert_eq!(
-            sqlstate("snowflake_min_id('2024-12-31 23:59:59.999+00')"),
-            "22008"
-        );
+        assert_eq!(sqlstate("snowflake_min_id('2024-12-31 23:59:59.999+00')"), "22008");
         assert_eq!(sqlstate("snowflake_min_id('infinity')"), "22008");
         assert_eq!(sqlstate("snowflake_max_id('2100-01-01')"), "22008");
     }
@@ -208,9 +182,6 @@ mod tests {
 
     #[pg_test]
     fn a_null_decodes_to_null() {
-        assert_eq!(
-            Spi::get_one::<i32>("SELECT snowflake_shard(NULL)"),
-            Ok(None)
-        );
+        assert_eq!(Spi::get_one::<i32>("SELECT snowflake_shard(NULL)"), Ok(None));
     }
 }

@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use super::monotonic::{ClockPolicy, Timeline};
+use super::monotonic::Timeline;
 use super::time::{self, NS_PER_MS};
 
 /// Bits an id may use: 64 minus the sign bit.
@@ -47,33 +47,15 @@ pub struct Widths {
 
 impl Widths {
     /// 41 | 13 | 9 with 1 ms ticks: 8192 shards, 512 ids per ms per shard, ~69.7 years.
-    pub const DEFAULT: Widths = Widths {
-        time_bits: 41,
-        shard_bits: 13,
-        seq_bits: 9,
-        tick_ms: 1,
-    };
+    pub const DEFAULT: Widths = Widths { time_bits: 41, shard_bits: 13, seq_bits: 9, tick_ms: 1 };
     /// Twitter's 2010 snowflake: 41 | 10 | 12, 1 ms ticks.
-    pub const TWITTER: Widths = Widths {
-        time_bits: 41,
-        shard_bits: 10,
-        seq_bits: 12,
-        tick_ms: 1,
-    };
+    pub const TWITTER: Widths = Widths { time_bits: 41, shard_bits: 10, seq_bits: 12, tick_ms: 1 };
     /// Sony's sonyflake: 39 | 16 | 8, 10 ms ticks.
-    pub const SONYFLAKE: Widths = Widths {
-        time_bits: 39,
-        shard_bits: 16,
-        seq_bits: 8,
-        tick_ms: 10,
-    };
+    pub const SONYFLAKE: Widths = Widths { time_bits: 39, shard_bits: 16, seq_bits: 8, tick_ms: 10 };
 
     /// The named presets, in the order the documentation lists them.
-    pub const PRESETS: [(&'static str, Widths); 3] = [
-        ("default", Self::DEFAULT),
-        ("twitter", Self::TWITTER),
-        ("sonyflake", Self::SONYFLAKE),
-    ];
+    pub const PRESETS: [(&'static str, Widths); 3] =
+        [("default", Self::DEFAULT), ("twitter", Self::TWITTER), ("sonyflake", Self::SONYFLAKE)];
 
     /// Parses a layout setting: a preset name (`default`, `twitter`, `sonyflake`, any case), or
     /// custom widths `TIME/SHARD/SEQ`, optionally followed by a tick length `@Nms`
@@ -84,10 +66,7 @@ impl Widths {
     /// widths are out of bounds (see [`Widths::validate`]).
     pub fn parse(spec: &str) -> Result<Widths, LayoutError> {
         let spec = spec.trim();
-        if let Some((_, w)) = Self::PRESETS
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(spec))
-        {
+        if let Some((_, w)) = Self::PRESETS.iter().find(|(name, _)| name.eq_ignore_ascii_case(spec)) {
             return Ok(*w);
         }
         let syntax = || LayoutError::Syntax(spec.to_owned());
@@ -104,12 +83,7 @@ impl Widths {
             None => 1,
             Some(t) => num(t.strip_suffix("ms").map_or(t, str::trim_end))?,
         };
-        let w = Widths {
-            time_bits: num(t)?,
-            shard_bits: num(s)?,
-            seq_bits: num(q)?,
-            tick_ms,
-        };
+        let w = Widths { time_bits: num(t)?, shard_bits: num(s)?, seq_bits: num(q)?, tick_ms };
         w.validate()?;
         Ok(w)
     }
@@ -120,24 +94,15 @@ impl Widths {
     /// - [`LayoutError::TooWide`] when the three fields need more than 63 bits;
     /// - [`LayoutError::FieldOutOfRange`] when a field is outside its own bounds.
     pub fn validate(&self) -> Result<(), LayoutError> {
-        let total =
-            u64::from(self.time_bits) + u64::from(self.shard_bits) + u64::from(self.seq_bits);
+        let total = u64::from(self.time_bits) + u64::from(self.shard_bits) + u64::from(self.seq_bits);
         if total > u64::from(ID_BITS) {
-            return Err(LayoutError::TooWide {
-                widths: *self,
-                total,
-            });
+            return Err(LayoutError::TooWide { widths: *self, total });
         }
         let field = |name: &'static str, value: u32, min: u32, max: u32| {
             if (min..=max).contains(&value) {
                 Ok(())
             } else {
-                Err(LayoutError::FieldOutOfRange {
-                    field: name,
-                    value,
-                    min,
-                    max,
-                })
+                Err(LayoutError::FieldOutOfRange { field: name, value, min, max })
             }
         };
         field("time", self.time_bits, 1, ID_BITS)?;
@@ -150,11 +115,7 @@ impl Widths {
 /// The canonical spelling, which [`Widths::parse`] reads back: `41/13/9`, or `39/16/8@10ms`.
 impl fmt::Display for Widths {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}/{}/{}",
-            self.time_bits, self.shard_bits, self.seq_bits
-        )?;
+        write!(f, "{}/{}/{}", self.time_bits, self.shard_bits, self.seq_bits)?;
         if self.tick_ms != 1 {
             write!(f, "@{}ms", self.tick_ms)?;
         }
@@ -204,11 +165,7 @@ impl Layout {
         if last > i64::MAX as i128 {
             return Err(LayoutError::OutlivesTime);
         }
-        Ok(Layout {
-            widths,
-            epoch_unix_ms,
-            last_tick_unix_ms: last as i64,
-        })
+        Ok(Layout { widths, epoch_unix_ms, last_tick_unix_ms: last as i64 })
     }
 
     /// Refuses an epoch later than `now_unix_ms`: ids would need negative tick counts until
@@ -218,10 +175,7 @@ impl Layout {
     /// [`LayoutError::EpochInFuture`].
     pub fn check_epoch_not_in_future(&self, now_unix_ms: i64) -> Result<(), LayoutError> {
         if self.epoch_unix_ms > now_unix_ms {
-            return Err(LayoutError::EpochInFuture {
-                epoch_unix_ms: self.epoch_unix_ms,
-                now_unix_ms,
-            });
+            return Err(LayoutError::EpochInFuture { epoch_unix_ms: self.epoch_unix_ms, now_unix_ms });
         }
         Ok(())
     }
@@ -289,10 +243,7 @@ impl Layout {
     pub fn shard(&self, shard: i64) -> Result<u32, IdError> {
         match u32::try_from(shard) {
             Ok(s) if s <= self.max_shard() => Ok(s),
-            _ => Err(IdError::ShardOutOfRange {
-                shard,
-                max: self.max_shard(),
-            }),
+            _ => Err(IdError::ShardOutOfRange { shard, max: self.max_shard() }),
         }
     }
 
@@ -300,8 +251,7 @@ impl Layout {
     /// generator does, because its state machine never exceeds [`Layout::max_ticks`].
     pub const fn compose(&self, p: Parts) -> i64 {
         let w = self.widths;
-        ((p.ticks << (w.shard_bits + w.seq_bits)) | ((p.shard as u64) << w.seq_bits) | p.seq as u64)
-            as i64
+        ((p.ticks << (w.shard_bits + w.seq_bits)) | ((p.shard as u64) << w.seq_bits) | p.seq as u64) as i64
     }
 
     /// Splits an id into its fields.
@@ -310,10 +260,7 @@ impl Layout {
     /// [`IdError::IdOutOfRange`] for a negative id, or one above [`Layout::max_id`].
     pub const fn decompose(&self, id: i64) -> Result<Parts, IdError> {
         if id < 0 || id > self.max_id() {
-            return Err(IdError::IdOutOfRange {
-                id,
-                max: self.max_id(),
-            });
+            return Err(IdError::IdOutOfRange { id, max: self.max_id() });
         }
         let w = self.widths;
         let id = id as u64;
@@ -327,30 +274,17 @@ impl Layout {
     /// The generator timeline of one shard: ticks of this layout, the sequence in the low bits.
     pub const fn timeline(&self) -> Timeline {
         Timeline {
-            origin_unix_ns: self.epoch_unix_ms * NS_PER_MS,
-            tick_ns: self.tick_ns(),
+            origin_unix_ms: self.epoch_unix_ms,
+            tick_ms: self.widths.tick_ms,
             low_bits: self.widths.seq_bits,
             max_tick: self.max_ticks(),
             sub_tick_fraction: false,
         }
     }
 
-    /// The clock policy for this layout, from settings in milliseconds. The lead is counted in
-    /// whole ticks, rounded down: a 5 ms lead on 10 ms ticks is strict.
-    pub const fn clock_policy(&self, max_lead_ms: u64, max_wait_ms: u64) -> ClockPolicy {
-        ClockPolicy {
-            max_lead_ticks: max_lead_ms / self.widths.tick_ms as u64,
-            max_wait_ns: max_wait_ms * NS_PER_MS as u64,
-        }
-    }
-
     /// The id of a generator word (`tick << seq_bits | seq`) minted for `shard`.
     pub const fn id_from_word(&self, word: u64, shard: u32) -> i64 {
-        self.compose(Parts {
-            ticks: word >> self.widths.seq_bits,
-            shard,
-            seq: (word & self.max_seq() as u64) as u32,
-        })
+        self.compose(Parts { ticks: word >> self.widths.seq_bits, shard, seq: (word & self.max_seq() as u64) as u32 })
     }
 
     /// Unix milliseconds of the start of a tick.
@@ -364,11 +298,7 @@ impl Layout {
     /// [`IdError::TimeOutOfRange`] before the epoch or after [`Layout::last_unix_ms`].
     pub const fn tick_of_unix_ms(&self, unix_ms: i64) -> Result<u64, IdError> {
         if unix_ms < self.epoch_unix_ms || unix_ms > self.last_unix_ms() {
-            return Err(IdError::TimeOutOfRange {
-                unix_ms,
-                first: self.epoch_unix_ms,
-                last: self.last_unix_ms(),
-            });
+            return Err(IdError::TimeOutOfRange { unix_ms, first: self.epoch_unix_ms, last: self.last_unix_ms() });
         }
         Ok((unix_ms - self.epoch_unix_ms) as u64 / self.widths.tick_ms as u64)
     }
@@ -380,11 +310,7 @@ impl Layout {
     /// As [`Layout::tick_of_unix_ms`].
     pub const fn min_id_at(&self, unix_ms: i64) -> Result<i64, IdError> {
         match self.tick_of_unix_ms(unix_ms) {
-            Ok(ticks) => Ok(self.compose(Parts {
-                ticks,
-                shard: 0,
-                seq: 0,
-            })),
+            Ok(ticks) => Ok(self.compose(Parts { ticks, shard: 0, seq: 0 })),
             Err(e) => Err(e),
         }
     }
@@ -396,11 +322,7 @@ impl Layout {
     /// As [`Layout::tick_of_unix_ms`].
     pub const fn max_id_at(&self, unix_ms: i64) -> Result<i64, IdError> {
         match self.tick_of_unix_ms(unix_ms) {
-            Ok(ticks) => Ok(self.compose(Parts {
-                ticks,
-                shard: self.max_shard(),
-                seq: self.max_seq(),
-            })),
+            Ok(ticks) => Ok(self.compose(Parts { ticks, shard: self.max_shard(), seq: self.max_seq() })),
             Err(e) => Err(e),
         }
     }
@@ -410,23 +332,10 @@ impl Layout {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LayoutError {
     Syntax(String),
-    TooWide {
-        widths: Widths,
-        total: u64,
-    },
-    FieldOutOfRange {
-        field: &'static str,
-        value: u32,
-        min: u32,
-        max: u32,
-    },
-    EpochBefore1970 {
-        epoch_unix_ms: i64,
-    },
-    EpochInFuture {
-        epoch_unix_ms: i64,
-        now_unix_ms: i64,
-    },
+    TooWide { widths: Widths, total: u64 },
+    FieldOutOfRange { field: &'static str, value: u32, min: u32, max: u32 },
+    EpochBefore1970 { epoch_unix_ms: i64 },
+    EpochInFuture { epoch_unix_ms: i64, now_unix_ms: i64 },
     OutlivesTime,
 }
 
@@ -489,16 +398,9 @@ mod tests {
         assert_eq!(l.ids_per_second(), 512_000);
         assert_eq!(l.max_id(), i64::MAX);
         // 2^41 ms is 69.68 Julian years: the layout ends in 2094.
-        assert!(
-            (l.lifetime_years() - 69.68).abs() < 0.01,
-            "{}",
-            l.lifetime_years()
-        );
+        assert!((l.lifetime_years() - 69.68).abs() < 0.01, "{}", l.lifetime_years());
         assert_eq!(l.last_unix_ms(), DEFAULT_EPOCH_UNIX_MS + (1i64 << 41) - 1);
-        assert_eq!(
-            time::format_unix_ms(l.last_unix_ms()),
-            "2094-09-07 15:47:35.551+00"
-        );
+        assert_eq!(time::format_unix_ms(l.last_unix_ms()), "2094-09-07 15:47:35.551+00");
     }
 
     #[test]
@@ -509,15 +411,7 @@ mod tests {
         assert_eq!(Widths::parse("41/13/9"), Ok(Widths::DEFAULT));
         assert_eq!(Widths::parse("39/16/8@10ms"), Ok(Widths::SONYFLAKE));
         assert_eq!(Widths::parse("39 / 16 / 8 @ 10"), Ok(Widths::SONYFLAKE));
-        assert_eq!(
-            Widths::parse("40/10/12"),
-            Ok(Widths {
-                time_bits: 40,
-                shard_bits: 10,
-                seq_bits: 12,
-                tick_ms: 1
-            })
-        );
+        assert_eq!(Widths::parse("40/10/12"), Ok(Widths { time_bits: 40, shard_bits: 10, seq_bits: 12, tick_ms: 1 }));
         for w in [Widths::DEFAULT, Widths::TWITTER, Widths::SONYFLAKE] {
             assert_eq!(Widths::parse(&w.to_string()), Ok(w), "round trip of {w}");
         }
@@ -529,63 +423,25 @@ mod tests {
         assert_eq!(
             Widths::parse("41/13/10"),
             Err(LayoutError::TooWide {
-                widths: Widths {
-                    time_bits: 41,
-                    shard_bits: 13,
-                    seq_bits: 10,
-                    tick_ms: 1
-                },
+                widths: Widths { time_bits: 41, shard_bits: 13, seq_bits: 10, tick_ms: 1 },
                 total: 64
             })
         );
-        for bad in [
-            "",
-            "instagram",
-            "41/13",
-            "41/13/9/1",
-            "a/b/c",
-            "41/13/9@",
-            "41/13/9@xms",
-            "-1/13/9",
-        ] {
-            assert!(
-                matches!(Widths::parse(bad), Err(LayoutError::Syntax(_))),
-                "{bad:?}"
-            );
+        for bad in ["", "instagram", "41/13", "41/13/9/1", "a/b/c", "41/13/9@", "41/13/9@xms", "-1/13/9"] {
+            assert!(matches!(Widths::parse(bad), Err(LayoutError::Syntax(_))), "{bad:?}");
         }
-        assert!(matches!(
-            Widths::parse("40/21/2"),
-            Err(LayoutError::FieldOutOfRange { field: "shard", .. })
-        ));
-        assert!(matches!(
-            Widths::parse("41/13/0"),
-            Err(LayoutError::FieldOutOfRange {
-                field: "sequence",
-                ..
-            })
-        ));
-        assert!(matches!(
-            Widths::parse("0/13/9"),
-            Err(LayoutError::FieldOutOfRange { field: "time", .. })
-        ));
-        assert!(matches!(
-            Widths::parse("41/13/9@0ms"),
-            Err(LayoutError::FieldOutOfRange { field: "tick", .. })
-        ));
-        assert!(matches!(
-            Widths::parse("41/13/9@1001ms"),
-            Err(LayoutError::FieldOutOfRange { field: "tick", .. })
-        ));
+        assert!(matches!(Widths::parse("40/21/2"), Err(LayoutError::FieldOutOfRange { field: "shard", .. })));
+        assert!(matches!(Widths::parse("41/13/0"), Err(LayoutError::FieldOutOfRange { field: "sequence", .. })));
+        assert!(matches!(Widths::parse("0/13/9"), Err(LayoutError::FieldOutOfRange { field: "time", .. })));
+        assert!(matches!(Widths::parse("41/13/9@0ms"), Err(LayoutError::FieldOutOfRange { field: "tick", .. })));
+        assert!(matches!(Widths::parse("41/13/9@1001ms"), Err(LayoutError::FieldOutOfRange { field: "tick", .. })));
         let msg = Widths::parse("41/13/10").unwrap_err().to_string();
         assert!(msg.contains("needs 64 bits"), "{msg}");
     }
 
     #[test]
     fn epoch_bounds() {
-        assert_eq!(
-            Layout::new(Widths::DEFAULT, -1),
-            Err(LayoutError::EpochBefore1970 { epoch_unix_ms: -1 })
-        );
+        assert_eq!(Layout::new(Widths::DEFAULT, -1), Err(LayoutError::EpochBefore1970 { epoch_unix_ms: -1 }));
         let l = Layout::DEFAULT;
         assert!(l.check_epoch_not_in_future(DEFAULT_EPOCH_UNIX_MS).is_ok());
         assert!(matches!(
@@ -593,12 +449,7 @@ mod tests {
             Err(LayoutError::EpochInFuture { .. })
         ));
         // 63 bits of 1000 ms ticks overflow an i64 of milliseconds.
-        let huge = Widths {
-            time_bits: 62,
-            shard_bits: 0,
-            seq_bits: 1,
-            tick_ms: 1000,
-        };
+        let huge = Widths { time_bits: 62, shard_bits: 0, seq_bits: 1, tick_ms: 1000 };
         assert_eq!(huge.validate(), Ok(()));
         assert_eq!(Layout::new(huge, 0), Err(LayoutError::OutlivesTime));
     }
@@ -618,70 +469,24 @@ mod tests {
                 }
             }
             // The very largest id is all ones below the sign bit.
-            assert_eq!(
-                l.compose(Parts {
-                    ticks: l.max_ticks(),
-                    shard: l.max_shard(),
-                    seq: l.max_seq()
-                }),
-                i64::MAX
-            );
+            assert_eq!(l.compose(Parts { ticks: l.max_ticks(), shard: l.max_shard(), seq: l.max_seq() }), i64::MAX);
         }
     }
 
     #[test]
     fn exact_bit_positions_of_the_default_layout() {
         let l = Layout::DEFAULT;
-        assert_eq!(
-            l.compose(Parts {
-                ticks: 1,
-                shard: 0,
-                seq: 0
-            }),
-            1 << 22
-        );
-        assert_eq!(
-            l.compose(Parts {
-                ticks: 0,
-                shard: 1,
-                seq: 0
-            }),
-            1 << 9
-        );
-        assert_eq!(
-            l.compose(Parts {
-                ticks: 0,
-                shard: 0,
-                seq: 1
-            }),
-            1
-        );
-        assert_eq!(
-            l.compose(Parts {
-                ticks: 3,
-                shard: 7,
-                seq: 5
-            }),
-            (3 << 22) | (7 << 9) | 5
-        );
+        assert_eq!(l.compose(Parts { ticks: 1, shard: 0, seq: 0 }), 1 << 22);
+        assert_eq!(l.compose(Parts { ticks: 0, shard: 1, seq: 0 }), 1 << 9);
+        assert_eq!(l.compose(Parts { ticks: 0, shard: 0, seq: 1 }), 1);
+        assert_eq!(l.compose(Parts { ticks: 3, shard: 7, seq: 5 }), (3 << 22) | (7 << 9) | 5);
     }
 
     #[test]
     fn decoding_rejects_negative_ids_and_ids_beyond_a_narrow_layout() {
         let l = Layout::DEFAULT;
-        assert_eq!(
-            l.decompose(-1),
-            Err(IdError::IdOutOfRange {
-                id: -1,
-                max: i64::MAX
-            })
-        );
-        let narrow = layout(Widths {
-            time_bits: 40,
-            shard_bits: 13,
-            seq_bits: 9,
-            tick_ms: 1,
-        });
+        assert_eq!(l.decompose(-1), Err(IdError::IdOutOfRange { id: -1, max: i64::MAX }));
+        let narrow = layout(Widths { time_bits: 40, shard_bits: 13, seq_bits: 9, tick_ms: 1 });
         assert_eq!(narrow.max_id(), (1 << 62) - 1);
         assert!(narrow.decompose(1 << 62).is_err());
         assert!(narrow.decompose((1 << 62) - 1).is_ok());
@@ -696,13 +501,7 @@ mod tests {
             assert!(l.shard(-1).is_err());
             assert!(l.shard(i64::from(l.max_shard()) + 1).is_err());
         }
-        assert_eq!(
-            Layout::DEFAULT.shard(8192),
-            Err(IdError::ShardOutOfRange {
-                shard: 8192,
-                max: 8191
-            })
-        );
+        assert_eq!(Layout::DEFAULT.shard(8192), Err(IdError::ShardOutOfRange { shard: 8192, max: 8191 }));
     }
 
     #[test]
@@ -713,30 +512,13 @@ mod tests {
         assert_eq!(tick, 1234);
         let lo = l.min_id_at(t).unwrap();
         let hi = l.max_id_at(t).unwrap();
-        assert_eq!(
-            l.decompose(lo),
-            Ok(Parts {
-                ticks: 1234,
-                shard: 0,
-                seq: 0
-            })
-        );
-        assert_eq!(
-            l.decompose(hi),
-            Ok(Parts {
-                ticks: 1234,
-                shard: 65535,
-                seq: 255
-            })
-        );
+        assert_eq!(l.decompose(lo), Ok(Parts { ticks: 1234, shard: 0, seq: 0 }));
+        assert_eq!(l.decompose(hi), Ok(Parts { ticks: 1234, shard: 65535, seq: 255 }));
         // The whole tick 12340..12349 ms maps to the same bounds.
         assert_eq!(l.min_id_at(DEFAULT_EPOCH_UNIX_MS + 12_340), Ok(lo));
         assert_eq!(l.max_id_at(DEFAULT_EPOCH_UNIX_MS + 12_349), Ok(hi));
         assert_eq!(l.min_id_at(DEFAULT_EPOCH_UNIX_MS + 12_350), Ok(hi + 1));
-        assert!(matches!(
-            l.min_id_at(DEFAULT_EPOCH_UNIX_MS - 1),
-            Err(IdError::TimeOutOfRange { .. })
-        ));
+        assert!(matches!(l.min_id_at(DEFAULT_EPOCH_UNIX_MS - 1), Err(IdError::TimeOutOfRange { .. })));
         assert!(l.max_id_at(l.last_unix_ms()).is_ok());
         assert!(l.max_id_at(l.last_unix_ms() + 1).is_err());
     }

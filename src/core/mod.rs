@@ -7,4 +7,6 @@
 
 pub mod layout;
 pub mod monotonic;
+pub mod rng;
 pub mod time;
+pub mod uuidv7;

@@ -19,9 +19,9 @@
 //!
 //! # The clock policy
 //! Borrowing ticks makes the generator run ahead of the wall clock. [`ClockPolicy`] bounds that:
-//! `w` may be at most `max_lead_ticks` ticks ahead of the clock. Past that the generator waits
-//! until the clock catches up, provided the wait is at most `max_wait_ns` (plus one tick, so that
-//! a strict `max_lead_ticks = 0` can always wait out an exhausted sequence). A longer wait means
+//! `w` may be at most `max_lead_ms` (in whole ticks) ahead of the clock. Past that the generator waits
+//! until the clock catches up, provided the wait is at most `max_wait_ms` (plus one tick, so that
+//! a strict `max_lead_ms = 0` can always wait out an exhausted sequence). A longer wait means
 //! the clock stepped back by more than the policy will wait out: that fails closed with
 //! [`MintError::ClockBehind`], and the state is left untouched, so no id is lost or repeated.
 //!
@@ -35,10 +35,10 @@ use super::time::NS_PER_MS;
 /// How generator words map onto wall-clock time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeline {
-    /// Unix nanoseconds of tick 0.
-    pub origin_unix_ns: i64,
-    /// Length of one tick.
-    pub tick_ns: u64,
+    /// Unix milliseconds of tick 0.
+    pub origin_unix_ms: i64,
+    /// Length of one tick, in milliseconds.
+    pub tick_ms: u32,
     /// Bits below the tick in a word.
     pub low_bits: u32,
     /// The last tick a word may carry.
@@ -48,11 +48,13 @@ pub struct Timeline {
     pub sub_tick_fraction: bool,
 }
 
-/// How far the generator may run ahead of the clock, and how long it may wait for it.
+/// How far the generator may run ahead of the clock, and how long it may wait for it, in
+/// milliseconds. The lead is counted in whole ticks, rounded down: a 5 ms lead on 10 ms ticks is
+/// strict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockPolicy {
-    pub max_lead_ticks: u64,
-    pub max_wait_ns: u64,
+    pub max_lead_ms: u32,
+    pub max_wait_ms: u32,
 }
 
 /// What the generator does next.
@@ -69,12 +71,7 @@ pub enum Step {
 pub enum MintError {
     /// The clock reads `behind_ns` before the last issued tick, and catching up would take
     /// longer than the policy waits.
-    ClockBehind {
-        behind_ns: u64,
-        last_unix_ns: i64,
-        now_unix_ns: i64,
-        max_wait_ns: u64,
-    },
+    ClockBehind { behind_ns: u64, last_unix_ns: i64, now_unix_ns: i64, max_wait_ms: u32 },
     /// The clock reads before tick 0 (the epoch).
     ClockBeforeOrigin { now_unix_ns: i64 },
     /// The next word would need a tick past `max_tick`: the layout has run out of time.
@@ -87,42 +84,54 @@ impl Timeline {
         (self.max_tick << self.low_bits) | ((1u64 << self.low_bits) - 1)
     }
 
+    const fn tick_ns(&self) -> i128 {
+        self.tick_ms as i128 * NS_PER_MS as i128
+    }
+
+    /// Unix nanoseconds of the start of a tick.
+    fn tick_start_ns(&self, tick: u64) -> i128 {
+        i128::from(self.origin_unix_ms) * i128::from(NS_PER_MS) + i128::from(tick) * self.tick_ns()
+    }
+
     /// The refusal for a clock that reads `now_unix_ns`, behind the last word issued before
     /// `next_free`.
     fn clock_behind(&self, next_free: u64, now_unix_ns: i64, policy: &ClockPolicy) -> MintError {
-        let last_tick = next_free.saturating_sub(1) >> self.low_bits;
-        let last_unix_ns =
-            i128::from(self.origin_unix_ns) + i128::from(last_tick) * i128::from(self.tick_ns);
+        let last_unix_ns = self.tick_start_ns(next_free.saturating_sub(1) >> self.low_bits);
         MintError::ClockBehind {
             behind_ns: u64::try_from(last_unix_ns - i128::from(now_unix_ns)).unwrap_or(0),
             last_unix_ns: i64::try_from(last_unix_ns).unwrap_or(i64::MAX),
             now_unix_ns,
-            max_wait_ns: policy.max_wait_ns,
+            max_wait_ms: policy.max_wait_ms,
         }
     }
 
-    /// The clock's word and tick.
+    /// The clock's word and tick. The common case (1 ms ticks) divides only by constants, which
+    /// compile to multiplications: this runs on every id.
     ///
     /// # Errors
     /// [`MintError::ClockBeforeOrigin`] when the clock reads before tick 0.
+    #[inline]
     pub fn word_at(&self, now_unix_ns: i64) -> Result<(u64, u64), MintError> {
-        let Ok(rel) = u64::try_from(i128::from(now_unix_ns) - i128::from(self.origin_unix_ns))
-        else {
+        let (ms, ns_in_ms) = (now_unix_ns.div_euclid(NS_PER_MS), now_unix_ns.rem_euclid(NS_PER_MS) as u64);
+        let Ok(rel_ms) = u64::try_from(ms - self.origin_unix_ms) else {
             return Err(MintError::ClockBeforeOrigin { now_unix_ns });
         };
-        let tick = rel / self.tick_ns;
-        let low = if self.sub_tick_fraction {
-            // The fraction of the tick elapsed, scaled to low_bits (exact in u128).
-            ((u128::from(rel % self.tick_ns) << self.low_bits) / u128::from(self.tick_ns)) as u64
+        let (tick, low) = if self.tick_ms == 1 {
+            // The fraction of the millisecond elapsed, scaled to low_bits (< 2^32, exact in u64).
+            let low = if self.sub_tick_fraction { (ns_in_ms << self.low_bits) / NS_PER_MS as u64 } else { 0 };
+            (rel_ms, low)
         } else {
-            0
+            let tick_ms = u64::from(self.tick_ms);
+            let ns_in_tick = (rel_ms % tick_ms) * NS_PER_MS as u64 + ns_in_ms;
+            let low = if self.sub_tick_fraction {
+                ((u128::from(ns_in_tick) << self.low_bits) / (tick_ms as u128 * NS_PER_MS as u128)) as u64
+            } else {
+                0
+            };
+            (rel_ms / tick_ms, low)
         };
         // A clock beyond the last tick saturates; next_step then reports TimeExhausted.
-        let word = if tick > self.max_tick {
-            u64::MAX
-        } else {
-            (tick << self.low_bits) | low
-        };
+        let word = if tick > self.max_tick { u64::MAX } else { (tick << self.low_bits) | low };
         Ok((word, tick))
     }
 }
@@ -132,32 +141,36 @@ impl Timeline {
 ///
 /// # Errors
 /// See [`MintError`].
-pub fn next_step(
-    next_free: u64,
-    now_unix_ns: i64,
-    tl: &Timeline,
-    policy: &ClockPolicy,
-) -> Result<Step, MintError> {
+#[inline]
+pub fn next_step(next_free: u64, now_unix_ns: i64, tl: &Timeline, policy: &ClockPolicy) -> Result<Step, MintError> {
     let (now_word, now_tick) = tl.word_at(now_unix_ns)?;
     let word = next_free.max(now_word);
     if word > tl.max_word() {
-        return Err(MintError::TimeExhausted {
-            max_tick: tl.max_tick,
-        });
+        return Err(MintError::TimeExhausted { max_tick: tl.max_tick });
     }
     let tick = word >> tl.low_bits;
     let lead_ticks = tick.saturating_sub(now_tick);
-    if lead_ticks <= policy.max_lead_ticks {
+    // The common case, a word in the clock's own tick, needs no policy arithmetic.
+    if lead_ticks == 0 {
+        return Ok(Step::Issue { word, lead_ticks });
+    }
+    let max_lead_ticks = u64::from(policy.max_lead_ms / tl.tick_ms);
+    if lead_ticks <= max_lead_ticks {
         return Ok(Step::Issue { word, lead_ticks });
     }
     // Wait until the clock reaches the tick at which `word` is within the lead.
-    let rel_now = (i128::from(now_unix_ns) - i128::from(tl.origin_unix_ns)) as u128;
-    let target = u128::from(tick - policy.max_lead_ticks) * u128::from(tl.tick_ns);
-    let wait_ns = u64::try_from(target - rel_now).unwrap_or(u64::MAX);
-    if wait_ns <= policy.max_wait_ns.saturating_add(tl.tick_ns) {
+    let target = tl.tick_start_ns(tick - max_lead_ticks);
+    let wait_ns = u64::try_from(target - i128::from(now_unix_ns)).unwrap_or(u64::MAX);
+    if i128::from(wait_ns) <= wait_budget_ns(tl, policy) {
         return Ok(Step::Wait { ns: wait_ns });
     }
     Err(tl.clock_behind(next_free, now_unix_ns, policy))
+}
+
+/// The longest the generator waits for the clock in one call: the policy's limit plus one tick,
+/// so that even `max_wait_ms = 0` can wait out an exhausted sequence.
+fn wait_budget_ns(tl: &Timeline, policy: &ClockPolicy) -> i128 {
+    i128::from(policy.max_wait_ms) * i128::from(NS_PER_MS) + tl.tick_ns()
 }
 
 /// A source of wall-clock time that can also sleep. Production reads `CLOCK_REALTIME`; tests
@@ -186,52 +199,63 @@ pub struct Minted {
 /// # Errors
 /// See [`MintError`]. A wait that adds up to more than the policy allows (the clock keeps
 /// stepping back while we wait) also ends in [`MintError::ClockBehind`].
+#[inline]
 pub fn mint(
     state: &AtomicU64,
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
 ) -> Result<Minted, MintError> {
+    // Fast path, taken by almost every call: the next word lies in the clock's own tick (lead 0),
+    // where next_step would say Issue with nothing to check, and no other backend got in first.
+    let next_free = state.load(Ordering::Acquire);
+    let now = clock.now_unix_ns();
+    if let Ok((now_word, now_tick)) = tl.word_at(now) {
+        let word = next_free.max(now_word);
+        // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
+        // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
+        if word <= tl.max_word()
+            && word >> tl.low_bits <= now_tick
+            && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        {
+            return Ok(Minted { word, lead_ticks: 0, waited_ns: 0 });
+        }
+    }
+    mint_slow(state, clock, tl, policy, now)
+}
+
+/// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
+/// fast path stays small.
+#[cold]
+#[inline(never)]
+fn mint_slow(
+    state: &AtomicU64,
+    clock: &mut impl Clock,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+    mut now: i64,
+) -> Result<Minted, MintError> {
     let mut waited_ns: u64 = 0;
     let mut next_free = state.load(Ordering::Acquire);
     loop {
-        let now = clock.now_unix_ns();
         match next_step(next_free, now, tl, policy)? {
             Step::Issue { word, lead_ticks } => {
-                // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
-                // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
-                match state.compare_exchange_weak(
-                    next_free,
-                    word + 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        return Ok(Minted {
-                            word,
-                            lead_ticks,
-                            waited_ns,
-                        })
-                    }
+                match state.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return Ok(Minted { word, lead_ticks, waited_ns }),
                     Err(actual) => next_free = actual,
                 }
             }
             Step::Wait { ns } => {
-                let budget = policy.max_wait_ns.saturating_add(tl.tick_ns);
-                if waited_ns.saturating_add(ns) > budget {
+                if i128::from(waited_ns) + i128::from(ns) > wait_budget_ns(tl, policy) {
                     return Err(tl.clock_behind(next_free, now, policy));
                 }
                 clock.sleep_ns(ns);
                 waited_ns += ns;
                 next_free = state.load(Ordering::Acquire);
+                now = clock.now_unix_ns();
             }
         }
     }
-}
-
-/// Milliseconds to nanoseconds for policy settings given in ms.
-pub const fn ms_to_ns(ms: u64) -> u64 {
-    ms * NS_PER_MS as u64
 }
 
 #[cfg(test)]
@@ -251,10 +275,7 @@ pub(crate) mod fake {
 
     impl FakeClock {
         pub fn at(now_ns: i64) -> Self {
-            FakeClock {
-                now_ns,
-                ..Default::default()
-            }
+            FakeClock { now_ns, ..Default::default() }
         }
     }
 
@@ -280,21 +301,10 @@ mod tests {
 
     const MS: i64 = NS_PER_MS;
     /// The default snowflake timeline: 1 ms ticks, 9 sequence bits, 41 time bits, epoch 0.
-    const TL: Timeline = Timeline {
-        origin_unix_ns: 0,
-        tick_ns: MS as u64,
-        low_bits: 9,
-        max_tick: (1 << 41) - 1,
-        sub_tick_fraction: false,
-    };
-    const STRICT: ClockPolicy = ClockPolicy {
-        max_lead_ticks: 0,
-        max_wait_ns: 1000 * MS as u64,
-    };
-    const LEAD5: ClockPolicy = ClockPolicy {
-        max_lead_ticks: 5,
-        max_wait_ns: 1000 * MS as u64,
-    };
+    const TL: Timeline =
+        Timeline { origin_unix_ms: 0, tick_ms: 1, low_bits: 9, max_tick: (1 << 41) - 1, sub_tick_fraction: false };
+    const STRICT: ClockPolicy = ClockPolicy { max_lead_ms: 0, max_wait_ms: 1000 };
+    const LEAD5: ClockPolicy = ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 };
 
     fn tick_seq(word: u64) -> (u64, u64) {
         (word >> 9, word & 511)
@@ -305,14 +315,7 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(100 * MS + 123);
         let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
-        assert_eq!(
-            m,
-            Minted {
-                word: 100 << 9,
-                lead_ticks: 0,
-                waited_ns: 0
-            }
-        );
+        assert_eq!(m, Minted { word: 100 << 9, lead_ticks: 0, waited_ns: 0 });
         assert_eq!(s.load(Ordering::Relaxed), (100 << 9) + 1);
     }
 
@@ -362,10 +365,7 @@ mod tests {
         let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
         assert_eq!(tick_seq(m.word), (43, 0));
         assert_eq!(m.lead_ticks, 1);
-        assert!(
-            c.slept_ns.is_empty(),
-            "a lead of 1 ms is within 5 ms: no wait"
-        );
+        assert!(c.slept_ns.is_empty(), "a lead of 1 ms is within 5 ms: no wait");
     }
 
     #[test]
@@ -397,10 +397,7 @@ mod tests {
         assert_eq!(c.slept_ns, vec![100_000]);
         // Even a zero wait budget may wait out one tick.
         let s = AtomicU64::new(0);
-        let zero = ClockPolicy {
-            max_lead_ticks: 0,
-            max_wait_ns: 0,
-        };
+        let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..513 {
             mint(&s, &mut c, &TL, &zero).unwrap();
@@ -423,10 +420,7 @@ mod tests {
         // With a lead, a step back within the lead needs no wait at all.
         let mut c2 = FakeClock::at(998 * MS);
         let m = mint(&s, &mut c2, &TL, &LEAD5).unwrap();
-        assert_eq!(
-            (tick_seq(m.word), m.lead_ticks, m.waited_ns),
-            ((1000, 2), 2, 0)
-        );
+        assert_eq!((tick_seq(m.word), m.lead_ticks, m.waited_ns), ((1000, 2), 2, 0));
     }
 
     #[test]
@@ -443,15 +437,11 @@ mod tests {
                 behind_ns: 5_000 * MS as u64,
                 last_unix_ns: 10_000 * MS,
                 now_unix_ns: 5_000 * MS,
-                max_wait_ns: 1000 * MS as u64
+                max_wait_ms: 1000
             }
         );
         assert!(c.slept_ns.is_empty(), "fails at once, without waiting");
-        assert_eq!(
-            s.load(Ordering::Relaxed),
-            state,
-            "a refusal changes nothing"
-        );
+        assert_eq!(s.load(Ordering::Relaxed), state, "a refusal changes nothing");
         // Once the clock is back, generation resumes above the old id.
         c.now_ns = 10_000 * MS;
         assert!(mint(&s, &mut c, &TL, &LEAD5).unwrap().word > before);
@@ -468,11 +458,7 @@ mod tests {
         c.reads = 0;
         let err = mint(&s, &mut c, &TL, &STRICT).unwrap_err();
         assert!(matches!(err, MintError::ClockBehind { .. }), "{err:?}");
-        assert_eq!(
-            c.slept_ns,
-            vec![900 * MS as u64],
-            "waited once, then gave up"
-        );
+        assert_eq!(c.slept_ns, vec![900 * MS as u64], "waited once, then gave up");
     }
 
     #[test]
@@ -481,33 +467,19 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(3 * MS);
         for seq in 0..512 {
-            assert_eq!(
-                tick_seq(mint(&s, &mut c, &tl, &LEAD5).unwrap().word),
-                (3, seq)
-            );
+            assert_eq!(tick_seq(mint(&s, &mut c, &tl, &LEAD5).unwrap().word), (3, seq));
         }
-        assert_eq!(
-            mint(&s, &mut c, &tl, &LEAD5),
-            Err(MintError::TimeExhausted { max_tick: 3 })
-        );
+        assert_eq!(mint(&s, &mut c, &tl, &LEAD5), Err(MintError::TimeExhausted { max_tick: 3 }));
         // A clock past the end is refused too, with a fresh state.
         let mut late = FakeClock::at(4 * MS);
-        assert_eq!(
-            mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5),
-            Err(MintError::TimeExhausted { max_tick: 3 })
-        );
+        assert_eq!(mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5), Err(MintError::TimeExhausted { max_tick: 3 }));
     }
 
     #[test]
     fn sub_tick_fraction_fills_the_low_bits() {
         // UUIDv7's timeline: 1 ms ticks, a 12-bit fraction.
-        let tl = Timeline {
-            origin_unix_ns: 0,
-            tick_ns: MS as u64,
-            low_bits: 12,
-            max_tick: (1 << 48) - 1,
-            sub_tick_fraction: true,
-        };
+        let tl =
+            Timeline { origin_unix_ms: 0, tick_ms: 1, low_bits: 12, max_tick: (1 << 48) - 1, sub_tick_fraction: true };
         assert_eq!(tl.word_at(7 * MS + 500_000), Ok(((7 << 12) | 2048, 7)));
         assert_eq!(tl.word_at(7 * MS + 999_999), Ok(((7 << 12) | 4095, 7)));
         let s = AtomicU64::new(0);
@@ -524,10 +496,7 @@ mod tests {
         struct Real;
         impl Clock for Real {
             fn now_unix_ns(&mut self) -> i64 {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as i64
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64
             }
             fn sleep_ns(&mut self, ns: u64) {
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
@@ -549,10 +518,7 @@ mod tests {
         let mut all = Vec::new();
         for t in threads {
             let w = t.join().unwrap();
-            assert!(
-                w.windows(2).all(|p| p[0] < p[1]),
-                "each thread sees increasing words"
-            );
+            assert!(w.windows(2).all(|p| p[0] < p[1]), "each thread sees increasing words");
             all.extend(w);
         }
         let n = all.len();

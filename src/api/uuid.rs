@@ -1,0 +1,187 @@
+//! UUIDv7 (RFC 9562): generation that is monotonic across every backend of the server, and the
+//! readers, on every supported PostgreSQL.
+//!
+//! Names:
+//! - `uuidv7_next()` and `uuidv7_next(shift interval)`: this extension's generator, under a name
+//!   core PostgreSQL does not use, so it is reachable on every version (the counterpart of
+//!   `snowflake_next`).
+//! - `uuidv7()` and `uuidv7(shift interval)`: PostgreSQL 18's API, provided on 14–17 as the same
+//!   generator. Not created on 18, where `pg_catalog.uuidv7()` exists and would shadow it anyway.
+//! - `uuid_extract_timestamp(uuid)`, `uuid_extract_version(uuid)`: PostgreSQL 17's readers,
+//!   provided on 14–16 with the same results. Not created on 17 and later.
+//! - `uuidv7_timestamp(uuid)`: the time to the microsecond, from the sub-millisecond fraction.
+//! - `uuidv7_min_id(ts)`, `uuidv7_max_id(ts)`: range bounds, like `snowflake_min_id`/`_max_id`.
+//!
+//! Volatility: the generators are VOLATILE and PARALLEL SAFE: the shared word is updated by one
+//! atomic compare-and-swap that workers share with their leader, and each process (worker or
+//! backend) seeds its own random stream on first use. The readers are IMMUTABLE, STRICT and
+//! PARALLEL SAFE: a UUIDv7 counts Unix milliseconds, which no setting changes.
+
+use std::cell::RefCell;
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use crate::clock::WallClock;
+use crate::core::rng::TailRng;
+use crate::core::time::{self, NS_PER_US};
+use crate::core::{monotonic, uuidv7};
+use crate::errors::{self, Generator};
+use crate::{guc, shmem};
+
+thread_local! {
+    /// This backend's random stream. PostgreSQL backends are single-threaded; thread-local
+    /// storage is just a safe home for per-process state.
+    static TAIL_RNG: RefCell<TailRng> = const { RefCell::new(TailRng::new()) };
+}
+
+fn os_seed() -> Result<[u8; 32], getrandom::Error> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed)?;
+    Ok(seed)
+}
+
+/// The next word of the server-wide UUIDv7 state.
+fn mint_word() -> u64 {
+    let state = shmem::uuidv7_state().unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
+    monotonic::mint(state, &mut WallClock, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy())
+        .unwrap_or_else(|e| errors::raise(errors::mint_error(e, Generator::Uuidv7)))
+        .word
+}
+
+fn encode(word: u64) -> pgrx::Uuid {
+    // SAFETY: a plain read of this process's pid, set by PostgreSQL at process start.
+    let pid = unsafe { pg_sys::MyProcPid };
+    let tail = TAIL_RNG
+        .with_borrow_mut(|rng| rng.next_u62(pid, os_seed))
+        .unwrap_or_else(|e| errors::raise(errors::no_entropy(e)));
+    pgrx::Uuid::from_bytes(uuidv7::encode(word, tail))
+}
+
+/// The word moved by `shift`, with PostgreSQL's calendar arithmetic (`timestamptz + interval`),
+/// so that `'1 month'` means a calendar month, as in PostgreSQL 18's `uuidv7(interval)`.
+fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
+    let base = super::timestamptz_from_ms((word >> uuidv7::FRACTION_BITS) as i64)?;
+    // SAFETY: timestamptz_pl_interval is a strict built-in taking (timestamptz, interval); it
+    // raises its own error when the result leaves PostgreSQL's range.
+    let moved: TimestampWithTimeZone = unsafe {
+        pgrx::direct_function_call(pg_sys::timestamptz_pl_interval, &[base.into_datum(), shift.into_datum()])
+    }
+    .ok_or_else(errors::timestamp_out_of_range)?;
+    let delta_us = super::unix_us(moved)? - super::unix_us(base)?;
+    uuidv7::shift_word(word, i128::from(delta_us) * i128::from(NS_PER_US))
+        .ok_or_else(|| errors::uuidv7_time_out_of_range("shifted timestamp"))
+}
+
+/// A new UUIDv7, greater than every UUIDv7 this server generated before.
+#[pg_extern(volatile, parallel_safe)]
+fn uuidv7_next() -> pgrx::Uuid {
+    encode(mint_word())
+}
+
+/// A new UUIDv7 whose time is moved by `shift` (PostgreSQL 18's `uuidv7(interval)`). Shifted
+/// values are unique, but sort by their shifted time, not in generation order.
+#[pg_extern(volatile, parallel_safe, name = "uuidv7_next")]
+fn uuidv7_next_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
+    Ok(encode(shifted(mint_word(), shift)?))
+}
+
+/// PostgreSQL 18's `uuidv7()`, for 14–17.
+#[cfg(not(feature = "pg18"))]
+#[pg_extern(volatile, parallel_safe)]
+fn uuidv7() -> pgrx::Uuid {
+    uuidv7_next()
+}
+
+/// PostgreSQL 18's `uuidv7(shift interval)`, for 14–17.
+#[cfg(not(feature = "pg18"))]
+#[pg_extern(volatile, parallel_safe, name = "uuidv7")]
+fn uuidv7_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
+    uuidv7_next_shifted(shift)
+}
+
+/// PostgreSQL 17's `uuid_extract_timestamp(uuid)`, for 14–16: the time of a version 1 or 7
+/// UUID (milliseconds for v7), NULL for other versions and non-RFC variants.
+#[cfg(any(feature = "pg14", feature = "pg15", feature = "pg16"))]
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_extract_timestamp(id: pgrx::Uuid) -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
+    uuidv7::extract_unix_us(id.as_bytes()).map(super::timestamptz_from_us).transpose()
+}
+
+/// PostgreSQL 17's `uuid_extract_version(uuid)`, for 14–16: NULL for non-RFC variants.
+#[cfg(any(feature = "pg14", feature = "pg15", feature = "pg16"))]
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_extract_version(id: pgrx::Uuid) -> Option<i16> {
+    uuidv7::version(id.as_bytes()).map(i16::from)
+}
+
+/// The time of a UUIDv7 to the microsecond, reading the 12-bit sub-millisecond fraction in
+/// `rand_a` (as this extension and PostgreSQL 18 write it). NULL for other versions.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuidv7_timestamp(id: pgrx::Uuid) -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
+    uuidv7::extract_unix_us_precise(id.as_bytes()).map(super::timestamptz_from_us).transpose()
+}
+
+fn bounds(ts: TimestampWithTimeZone) -> Result<([u8; 16], [u8; 16]), ErrorReport> {
+    let us = super::unix_us(ts)?;
+    uuidv7::bounds_at(us).ok_or_else(|| {
+        errors::uuidv7_time_out_of_range(&format!("timestamp {}", time::format_unix_ms(us.div_euclid(1000))))
+    })
+}
+
+/// The smallest UUIDv7 of the millisecond holding `ts`: `WHERE id >= uuidv7_min_id(t)` finds
+/// every UUIDv7 minted at or after `t`, by any generator, with an index range scan.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuidv7_min_id(ts: TimestampWithTimeZone) -> Result<pgrx::Uuid, ErrorReport> {
+    Ok(pgrx::Uuid::from_bytes(bounds(ts)?.0))
+}
+
+/// The largest UUIDv7 of the millisecond holding `ts`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuidv7_max_id(ts: TimestampWithTimeZone) -> Result<pgrx::Uuid, ErrorReport> {
+    Ok(pgrx::Uuid::from_bytes(bounds(ts)?.1))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn uuidv7_next_is_version_7_variant_rfc_and_increasing() {
+        let ok = Spi::get_one::<bool>(
+            "WITH g AS (SELECT n, uuidv7_next() AS u FROM generate_series(1, 10000) n)
+             SELECT bool_and(substr(u::text, 15, 1) = '7') AND bool_and(substr(u::text, 20, 1) IN ('8', '9', 'a', 'b'))
+                AND count(DISTINCT u) = 10000
+                AND count(*) FILTER (WHERE u <= prev) = 0
+             FROM (SELECT u, lag(u) OVER (ORDER BY n) prev FROM g) s",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test]
+    fn timestamp_is_the_clock_at_the_call() {
+        let ok = Spi::get_one::<bool>(
+            "SELECT bool_and(uuidv7_timestamp(u) BETWEEN c0 - interval '1 ms' AND c1 + interval '1 ms')
+             FROM (SELECT clock_timestamp() c0, uuidv7_next() u, clock_timestamp() c1 FROM generate_series(1, 1000)) s",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test]
+    fn bounds_bracket_the_rfc_vector() {
+        let ok = Spi::get_one::<bool>(
+            "SELECT uuidv7_min_id('2022-02-22 19:22:22+00') = '017f22e2-79b0-7000-8000-000000000000'
+                AND uuidv7_max_id('2022-02-22 19:22:22.0009+00') = '017f22e2-79b0-7fff-bfff-ffffffffffff'
+                AND '017F22E2-79B0-7CC3-98C4-DC0C0C07398F'::uuid BETWEEN uuidv7_min_id('2022-02-22 19:22:22+00')
+                                                                  AND uuidv7_max_id('2022-02-22 19:22:22+00')
+                AND uuidv7_timestamp('017F22E2-79B0-7CC3-98C4-DC0C0C07398F') = '2022-02-22 19:22:22.000797+00'",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test(error = "shifted timestamp is outside the UUIDv7 range")]
+    fn a_shift_before_1970_is_refused() {
+        Spi::run("SELECT uuidv7_next(- interval '100 years')").unwrap();
+    }
+}
