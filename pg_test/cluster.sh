@@ -134,3 +134,83 @@ done
 set_conf
 cluster_restart "$V" "$NAME"
 check "back on the default layout" "41/13/9" "$(q -c "SELECT layout FROM snowflake_layout()")"
+
+# --- UUIDv7 -----------------------------------------------------------------------------------
+UUID_ROWS="${UUID_ROWS:-1000000}"
+LOCKSTEP_CALLS="${LOCKSTEP_CALLS:-10000}"
+
+log "uuidv7: $UUID_ROWS values, version, variant, distinct, fraction order"
+check "uuidv7: $UUID_ROWS values are all version 7, variant 10 and distinct" "$UUID_ROWS|$UUID_ROWS|$UUID_ROWS|$UUID_ROWS" \
+  "$(q -c "SELECT count(*), count(DISTINCT u), count(*) FILTER (WHERE substr(u::text, 15, 1) = '7'),
+                  count(*) FILTER (WHERE substr(u::text, 20, 1) IN ('8', '9', 'a', 'b'))
+           FROM (SELECT uuidv7_next() u FROM generate_series(1, $UUID_ROWS)) s")"
+check "uuidv7: within a millisecond the sub-millisecond fraction never decreases" "0" \
+  "$(q -c "WITH g AS (SELECT n, uuidv7_next() u FROM generate_series(1, 200000) n),
+                d AS (SELECT n, uuid_extract_timestamp(u) ms, ('x' || substr(replace(u::text, '-', ''), 14, 3))::bit(12)::int frac FROM g)
+           SELECT count(*) FROM (SELECT ms, frac, lag(ms) OVER (ORDER BY n) pms, lag(frac) OVER (ORDER BY n) pfrac FROM d) s
+           WHERE ms = pms AND frac < pfrac")"
+
+log "uuidv7: lockstep chain of $LOCKSTEP_CALLS calls across 3 connections"
+# Three long-lived sessions; each call starts only after the previous one (on any session)
+# has returned. Every value must be greater than the one before it, whichever backend made it.
+lockstep() { # lockstep FUNCTION CALLS -> prints the values in call order
+  local fn="$1" calls="$2" dir s i
+  dir="$(mktemp -d)"
+  for s in 0 1 2; do
+    mkfifo "$dir/in$s" "$dir/out$s"
+    psql -X -q -A -t -d sfid_cluster <"$dir/in$s" >"$dir/out$s" &
+    eval "exec $((3 + s))>\"$dir/in$s\" $((6 + s))<\"$dir/out$s\""
+  done
+  for ((i = 0; i < calls; i++)); do
+    s=$((i % 3))
+    echo "SELECT $fn;" >&$((3 + s))
+    read -r v <&$((6 + s))
+    echo "$v"
+  done
+  for s in 0 1 2; do eval "exec $((3 + s))>&- $((6 + s))<&-"; done
+  wait
+  rm -rf "$dir"
+}
+lockstep "uuidv7_next()" "$LOCKSTEP_CALLS" >"$OUT/lockstep.txt"
+check "uuidv7: lockstep chain made $LOCKSTEP_CALLS values" "$LOCKSTEP_CALLS" "$(grep -c . "$OUT/lockstep.txt")"
+# Canonical lowercase hex compares like the bytes, so a text comparison checks UUID order.
+check "uuidv7: every value in the cross-backend chain exceeds the one before it" "0" \
+  "$(awk 'NR > 1 && $0 <= prev { bad++ } { prev = $0 } END { print bad + 0 }' "$OUT/lockstep.txt")"
+if [ "$V" -ge 18 ]; then
+  lockstep "uuidv7()" "$LOCKSTEP_CALLS" >"$OUT/lockstep_core.txt"
+  echo "  for comparison, core uuidv7() on PostgreSQL $V went backwards $(awk 'NR > 1 && $0 <= prev { bad++ } { prev = $0 } END { print bad + 0 }' "$OUT/lockstep_core.txt") times in the same chain"
+fi
+
+log "uuidv7: $CONC_CLIENTS connections inserting into one uuid primary key"
+q -c "CREATE TABLE uconc (id uuid PRIMARY KEY DEFAULT uuidv7_next(), client int NOT NULL, n int NOT NULL)"
+tmpl=""
+for b in $(seq 0 9); do
+  tmpl+="INSERT INTO uconc (client, n) SELECT :c, g FROM generate_series($((b * batch + 1)), $(((b + 1) * batch))) g;"$'\n'
+done
+if run_clients "$CONC_CLIENTS" "$tmpl"; then
+  pass "uuidv7: $CONC_CLIENTS clients inserted with no unique violation"
+else
+  fail "uuidv7: a client failed (see the errors above)"
+fi
+check "uuidv7: every row landed, every id distinct, each client's ids increasing" \
+  "$((CONC_CLIENTS * CONC_ROWS))|$((CONC_CLIENTS * CONC_ROWS))|0" \
+  "$(q -c "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id <= prev)
+           FROM (SELECT id, lag(id) OVER (PARTITION BY client ORDER BY n) prev FROM uconc) s")"
+
+log "uuidv7: index packing of a $UUID_ROWS-row primary key"
+default_fn="uuidv7_next()"
+if [ "$V" -lt 18 ]; then default_fn="uuidv7()"; fi
+q -c "CREATE TABLE upk (n int NOT NULL, id uuid PRIMARY KEY DEFAULT $default_fn)" \
+  -c "INSERT INTO upk (n) SELECT g FROM generate_series(1, $UUID_ROWS) g" \
+  -c "CREATE TABLE rpk (n int NOT NULL, id uuid PRIMARY KEY DEFAULT gen_random_uuid())" \
+  -c "INSERT INTO rpk (n) SELECT g FROM generate_series(1, $UUID_ROWS) g"
+check "uuidv7: DEFAULT $default_fn from one INSERT ... SELECT never goes down between adjacent rows" "0" \
+  "$(q -c "SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) prev FROM upk) s WHERE id < prev")"
+read -r upk_mb rpk_mb <<<"$(q -F ' ' -c "SELECT round(pg_relation_size('upk_pkey') / 1048576.0, 1), round(pg_relation_size('rpk_pkey') / 1048576.0, 1)")"
+echo "  primary-key index for $UUID_ROWS rows: $default_fn ${upk_mb} MiB, gen_random_uuid() ${rpk_mb} MiB"
+limit_mb=$(awk -v r="$UUID_ROWS" 'BEGIN { printf "%.1f", 32 * r / 1000000 }')
+if awk -v a="$upk_mb" -v l="$limit_mb" -v b="$rpk_mb" 'BEGIN { exit !(a <= l && a < b) }'; then
+  pass "uuidv7: the index packs like a sequential key (${upk_mb} MiB <= ${limit_mb} MiB, random UUIDs ${rpk_mb} MiB)"
+else
+  fail "uuidv7: index of ${upk_mb} MiB (limit ${limit_mb} MiB, random UUIDs ${rpk_mb} MiB)"
+fi

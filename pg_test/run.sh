@@ -29,9 +29,12 @@ q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -d sfid_cluster "$@"; }
 regress() {
   local regress_bin out="$OUT/$1"
   regress_bin="$(dirname "$("$(pg_bin "$V")/pg_config" --pgxs)")/../test/regress/pg_regress"
-  rm -rf "$out" && mkdir -p "$out"
+  rm -rf "$out" && mkdir -p "$out/input"
+  # Version-specific expected output in expected/pgNN/ overrides expected/.
+  cp -r "$REPO_ROOT/pg_test/sql" "$REPO_ROOT/pg_test/expected" "$out/input/"
+  if [ -d "$REPO_ROOT/pg_test/expected/pg$V" ]; then cp "$REPO_ROOT/pg_test/expected/pg$V"/*.out "$out/input/expected/"; fi
   if "$regress_bin" --bindir="$(pg_bin "$V")" --host="$PGHOST" --port="$PGPORT" --user=postgres \
-      --inputdir="$REPO_ROOT/pg_test" --outputdir="$out" --dbname=sfid_regress "$@" >"$out/pg_regress.log" 2>&1; then
+      --inputdir="$out/input" --outputdir="$out" --dbname=sfid_regress "$@" >"$out/pg_regress.log" 2>&1; then
     pass "pg_regress $1 (PostgreSQL $V)"
   else
     cat "$out/pg_regress.log"
@@ -41,7 +44,7 @@ regress() {
 }
 
 log "pg_regress on PostgreSQL $V"
-regress snowflake
+for t in snowflake uuidv7 uuidv7_api; do regress "$t"; done
 
 log "cluster tests on PostgreSQL $V"
 psql -X -q -c "CREATE DATABASE sfid_cluster" >/dev/null

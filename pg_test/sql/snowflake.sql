@@ -96,4 +96,5 @@ SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'snowflake_
 SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, p.provolatile, p.proparallel, p.proisstrict
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+WHERE p.proname LIKE 'snowflake%'
 ORDER BY 1, 2;

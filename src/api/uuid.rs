@@ -61,16 +61,19 @@ fn encode(word: u64) -> pgrx::Uuid {
 /// The word moved by `shift`, with PostgreSQL's calendar arithmetic (`timestamptz + interval`),
 /// so that `'1 month'` means a calendar month, as in PostgreSQL 18's `uuidv7(interval)`.
 fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
+    let out_of_range = || errors::uuidv7_time_out_of_range("shifted timestamp");
+    if !uuidv7::shift_is_plausible(shift.months(), shift.days(), shift.micros()) {
+        return Err(out_of_range());
+    }
     let base = super::timestamptz_from_ms((word >> uuidv7::FRACTION_BITS) as i64)?;
     // SAFETY: timestamptz_pl_interval is a strict built-in taking (timestamptz, interval); it
-    // raises its own error when the result leaves PostgreSQL's range.
+    // cannot leave PostgreSQL's range for the plausible shifts let through above.
     let moved: TimestampWithTimeZone = unsafe {
         pgrx::direct_function_call(pg_sys::timestamptz_pl_interval, &[base.into_datum(), shift.into_datum()])
     }
     .ok_or_else(errors::timestamp_out_of_range)?;
     let delta_us = super::unix_us(moved)? - super::unix_us(base)?;
-    uuidv7::shift_word(word, i128::from(delta_us) * i128::from(NS_PER_US))
-        .ok_or_else(|| errors::uuidv7_time_out_of_range("shifted timestamp"))
+    uuidv7::shift_word(word, i128::from(delta_us) * i128::from(NS_PER_US)).ok_or_else(out_of_range)
 }
 
 /// A new UUIDv7, greater than every UUIDv7 this server generated before.

@@ -110,6 +110,16 @@ pub const fn bounds_at(unix_us: i64) -> Option<([u8; 16], [u8; 16])> {
     Some((encode(word, 0), encode(word | ((1 << FRACTION_BITS) - 1), (1 << 62) - 1)))
 }
 
+/// Whether a `uuidv7(shift)` interval could land inside the UUIDv7 range at all. A component
+/// longer than the whole range (about 8,920 years) cannot; refusing it up front also keeps the
+/// calendar arithmetic far from the limits of PostgreSQL's own timestamps.
+pub const fn shift_is_plausible(months: i32, days: i32, micros: i64) -> bool {
+    const YEARS: i64 = 8_920;
+    (months as i64).abs() <= YEARS * 12
+        && (days as i64).abs() <= YEARS * 366
+        && micros.unsigned_abs() <= (YEARS * 366 * 86_400 * 1_000_000) as u64
+}
+
 /// Moves a generator word by `delta_ns` (a `uuidv7(shift)` offset), keeping its sub-millisecond
 /// fraction exact when the shift is whole milliseconds. `None` when the result leaves the 48-bit
 /// millisecond range.
@@ -207,6 +217,15 @@ mod tests {
         assert!(bounds_at(0).is_some());
         assert!(bounds_at(MAX_UNIX_MS as i64 * 1000 + 999).is_some());
         assert!(bounds_at((MAX_UNIX_MS as i64 + 1) * 1000).is_none());
+    }
+
+    #[test]
+    fn implausible_shifts() {
+        assert!(shift_is_plausible(0, 0, 0));
+        assert!(shift_is_plausible(-8_920 * 12, 8_920 * 366, -1));
+        assert!(!shift_is_plausible(300_000 * 12, 0, 0));
+        assert!(!shift_is_plausible(0, i32::MIN, 0));
+        assert!(!shift_is_plausible(0, 0, i64::MIN));
     }
 
     #[test]
