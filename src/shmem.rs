@@ -120,6 +120,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
 }
 
 /// The segment, or [`NotPreloaded`].
+#[inline]
 fn segment() -> Result<&'static Header, NotPreloaded> {
     let base = SEGMENT.load(Ordering::Acquire);
     // SAFETY: non-null only once shmem_startup has initialised the segment, which lives as long
@@ -131,15 +132,32 @@ fn segment() -> Result<&'static Header, NotPreloaded> {
 ///
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
+///
+/// # Panics
+/// When `shard` is outside the segment: callers check it against the layout first.
 pub fn shard_state(shard: u32) -> Result<&'static AtomicU64, NotPreloaded> {
     let header = segment()?;
-    assert!(u64::from(shard) < header.shard_count, "shard {shard} outside a segment of {} shards", header.shard_count);
-    // SAFETY: the words follow the header, `shard_count` of them, and `shard` is within that
-    // (checked against the layout that sized the segment, and asserted above). The words are
-    // only ever accessed atomically.
+    Ok(shard_word(header, shard)
+        .unwrap_or_else(|| panic!("shard {shard} outside a segment of {} shards", header.shard_count)))
+}
+
+/// The state word of one shard, or `None` when the library is not preloaded or the shard is
+/// outside the segment. Never panics: the generator's unguarded fast entry uses it.
+#[inline]
+pub fn try_shard_state(shard: u32) -> Option<&'static AtomicU64> {
+    shard_word(segment().ok()?, shard)
+}
+
+#[inline]
+fn shard_word(header: &'static Header, shard: u32) -> Option<&'static AtomicU64> {
+    if u64::from(shard) >= header.shard_count {
+        return None;
+    }
+    // SAFETY: the words follow the header, `shard_count` of them, and `shard` is below that.
+    // The words are only ever accessed atomically.
     unsafe {
         let words = (header as *const Header).add(1).cast::<AtomicU64>();
-        Ok(&*words.add(shard as usize))
+        Some(&*words.add(shard as usize))
     }
 }
 

@@ -206,22 +206,27 @@ pub fn mint(
     tl: &Timeline,
     policy: &ClockPolicy,
 ) -> Result<Minted, MintError> {
-    // Fast path, taken by almost every call: the next word lies in the clock's own tick (lead 0),
-    // where next_step would say Issue with nothing to check, and no other backend got in first.
-    let next_free = state.load(Ordering::Acquire);
     let now = clock.now_unix_ns();
-    if let Ok((now_word, now_tick)) = tl.word_at(now) {
-        let word = next_free.max(now_word);
-        // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
-        // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
-        if word <= tl.max_word()
-            && word >> tl.low_bits <= now_tick
-            && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok()
-        {
-            return Ok(Minted { word, lead_ticks: 0, waited_ns: 0 });
-        }
+    match try_mint_fast(state, now, tl) {
+        Some(word) => Ok(Minted { word, lead_ticks: 0, waited_ns: 0 }),
+        None => mint_slow(state, clock, tl, policy, now),
     }
-    mint_slow(state, clock, tl, policy, now)
+}
+
+/// The fast path, taken by almost every call: the next word lies in the clock's own tick
+/// (lead 0), where [`next_step`] would say Issue with nothing to check, and no other backend
+/// got in first. `None` means "take the general path"; nothing was issued then.
+#[inline]
+pub fn try_mint_fast(state: &AtomicU64, now_unix_ns: i64, tl: &Timeline) -> Option<u64> {
+    let next_free = state.load(Ordering::Acquire);
+    let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
+    let word = next_free.max(now_word);
+    // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
+    // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
+    (word <= tl.max_word()
+        && word >> tl.low_bits <= now_tick
+        && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok())
+    .then_some(word)
 }
 
 /// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the

@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""Benchmarks snowflake_id against nextval, gen_random_uuid() and the peers, in one run.
+
+Run through scripts/bench.sh (`make bench`), which starts a throwaway cluster and sets the libpq
+environment (PGHOST, PGPORT, PGUSER, PGDATABASE). Every measurement is interleaved across the
+generators and repeated; the report gives medians and ratios measured in the same run, because
+absolute figures on a shared machine mean little.
+
+Writes docs/benchmarks.md, docs/bench/results.json and docs/bench/*.png.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+OUT = os.path.join(DOCS, "bench")
+
+# The PL/pgSQL generators every blog post shows: Instagram's 2011 next_id() (41-bit ms since a
+# custom epoch, 13-bit shard, nextval % 1024) and a UUIDv7 built from gen_random_uuid().
+PLPGSQL = r"""
+CREATE SEQUENCE IF NOT EXISTS bench_seq;
+CREATE SEQUENCE IF NOT EXISTS insta_seq;
+CREATE OR REPLACE FUNCTION insta_next_id(shard_id int DEFAULT 7) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    result bigint;
+BEGIN
+    SELECT nextval('insta_seq') % 1024 INTO seq_id;
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+    RETURN result;
+END $$;
+CREATE OR REPLACE FUNCTION plpgsql_uuidv7() RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    ts bytea := substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3);
+    u bytea := uuid_send(gen_random_uuid());
+BEGIN
+    u := overlay(u PLACING ts FROM 1 FOR 6);
+    u := set_byte(u, 6, (b'0111' || get_byte(u, 6)::bit(4))::bit(8)::int);
+    RETURN encode(u, 'hex')::uuid;
+END $$;
+"""
+
+
+class Gen:
+    """One generator: how to call it per row (`expr`, may use the row number g) and as a DEFAULT."""
+
+    def __init__(self, key, label, sql_type, expr, default=None, session="", inserts_only=False):
+        self.key, self.label, self.sql_type, self.expr = key, label, sql_type, expr
+        self.default = default or expr
+        # SQL run in the session before the measured statement (settings).
+        self.session = session
+        # Only measured in the insert and order phase (a variant of another generator).
+        self.inserts_only = inserts_only
+
+
+def all_generators(pg_major, available):
+    gens = [
+        Gen("snowflake_next", "snowflake_next()", "bigint", "snowflake_next(g % 8192)", "snowflake_next(7)"),
+        # The default layout mints at most 512 ids per ms per shard; a single-shard bulk insert
+        # faster than that waits for the clock past snowflake_id.max_lead (5 ms). This variant
+        # shows the same insert with the lead raised for the session.
+        Gen("snowflake_next_lead1s", "snowflake_next(), max_lead 1 s", "bigint", "snowflake_next(g % 8192)",
+            "snowflake_next(7)", session="SET snowflake_id.max_lead = '1s';", inserts_only=True),
+        Gen("uuidv7_next", "uuidv7_next() (ours)", "uuid", "uuidv7_next()"),
+        Gen("nextval", "nextval() / bigserial", "bigint", "nextval('bench_seq')"),
+        Gen("gen_random_uuid", "gen_random_uuid() (v4)", "uuid", "gen_random_uuid()"),
+        Gen("insta_plpgsql", "Instagram next_id() PL/pgSQL", "bigint", "insta_next_id()"),
+        Gen("uuidv7_plpgsql", "UUIDv7 in PL/pgSQL", "uuid", "plpgsql_uuidv7()"),
+    ]
+    if pg_major >= 18:
+        gens.append(Gen("core_uuidv7", "core uuidv7() (PG18)", "uuid", "pg_catalog.uuidv7()"))
+    notes = []
+    if "pg_uuidv7" in available:
+        gens.append(Gen("pg_uuidv7", "pg_uuidv7 uuid_generate_v7()", "uuid", "uuid_generate_v7()"))
+    else:
+        notes.append("pg_uuidv7 (`uuid_generate_v7()`) is not installed on this server: skipped.")
+    if "snowflake" in available:
+        gens.append(Gen("pgedge_snowflake", "pgEdge snowflake.nextval()", "bigint", "snowflake.nextval()"))
+    else:
+        notes.append("pgEdge's `snowflake` extension is not installed on this server: skipped.")
+    return gens, notes
+
+
+def psql(sql, *, timing=False, db=None):
+    """Runs SQL in one psql session; returns stdout, and with timing the list of 'Time:' values in ms."""
+    args = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
+    if db:
+        args += ["-d", db]
+    script = ("\\timing on\n" if timing else "") + sql
+    res = subprocess.run(args, input=script, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"psql failed: {res.stderr.strip()}\n--- SQL ---\n{sql[:2000]}")
+    if not timing:
+        return res.stdout
+    times = [float(m) for m in re.findall(r"^Time: ([0-9.]+) ms", res.stdout, re.M)]
+    return res.stdout, times
+
+
+def last_row(out):
+    """The last result row of a psql run, skipping \\timing's 'Time:' lines."""
+    return [l for l in out.strip().splitlines() if not l.startswith("Time:")][-1].split("|")
+
+
+def progress(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def per_id_cost(gens, rows, reps):
+    """1. SELECT count(x) FROM (SELECT gen x FROM generate_series(1, rows) g): ns per id over the
+    empty series, every generator once per round, rounds shuffled."""
+    progress(f"per-id cost: {rows:,} calls per generator, {reps} interleaved rounds")
+    queries = {"baseline": f"SELECT count(x) FROM (SELECT g x FROM generate_series(1, {rows}) g) s;"}
+    for gen in gens:
+        queries[gen.key] = f"SELECT count(x) FROM (SELECT {gen.expr} x FROM generate_series(1, {rows}) g) s;"
+    samples = {k: [] for k in queries}
+    keys = list(queries)
+    for r in range(reps):
+        random.shuffle(keys)
+        # One warm-up statement, then every generator once, in this round's order.
+        _, times = psql("SET jit = off;\n" + queries["baseline"] + "\n".join(queries[k] for k in keys), timing=True)
+        # times[0] is the SET, times[1] the warm-up.
+        for k, t in zip(keys, times[2:]):
+            samples[k].append(t)
+        progress(f"  round {r + 1}/{reps} done")
+    base = median(samples["baseline"])
+    result = {"baseline_ms": base, "rows": rows, "samples_ms": samples}
+    result["ns_per_id"] = {g.key: (median(samples[g.key]) - base) * 1e6 / rows for g in gens}
+    return result
+
+
+def single_shard_throughput(rows, reps):
+    """One backend minting for one shard: ids per millisecond against the layout's ceiling."""
+    progress(f"single-shard throughput: {rows:,} ids for shard 1, {reps} rounds")
+    q = f"SELECT count(snowflake_next(1)) FROM generate_series(1, {rows});\n"
+    _, times = psql("SET jit = off;\n" + q * reps, timing=True)
+    times = times[1:]  # times[0] is the SET
+    ceiling = float(psql("SELECT ids_per_ms FROM snowflake_layout();").strip())
+    rate = rows / median(times)
+    return {"ids_per_ms": rate, "ceiling_ids_per_ms": ceiling, "share_of_ceiling": rate / ceiling, "samples_ms": times}
+
+
+def pgbench_round_trips(gens, seconds, reps):
+    """2. pgbench SELECT gen() with 1 and 2 clients, synchronous_commit on: one transaction per id."""
+    progress(f"round trips: pgbench {seconds}s per run, 1 and 2 clients, {reps} rounds")
+    out = {c: {g.key: [] for g in gens} for c in (1, 2)}
+    scripts = {}
+    for gen in gens:
+        path = os.path.join(OUT, f".pgbench_{gen.key}.sql")
+        with open(path, "w") as f:
+            f.write(f"SELECT {gen.expr.replace('g % 8192', '7')};\n")
+        scripts[gen.key] = path
+    for r in range(reps):
+        order = [(c, g) for c in (1, 2) for g in gens]
+        random.shuffle(order)
+        for clients, gen in order:
+            res = subprocess.run(
+                ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients), "-T", str(seconds), "-f", scripts[gen.key]],
+                capture_output=True, text=True,
+            )
+            m = re.search(r"tps = ([0-9.]+)", res.stdout)
+            if res.returncode != 0 or not m:
+                raise RuntimeError(f"pgbench failed for {gen.key}: {res.stderr}")
+            out[clients][gen.key].append(float(m.group(1)))
+        progress(f"  round {r + 1}/{reps} done")
+    for path in scripts.values():
+        os.remove(path)
+    return {str(c): {k: median(v) for k, v in per.items()} for c, per in out.items()}
+
+
+def inserts(gens, rows, reps):
+    """3 and 4. INSERT ... SELECT of `rows` rows into a table keyed by the generator: time, sizes,
+    WAL per row, then order: adjacent descents and inverted random pairs."""
+    progress(f"inserts: {rows:,} rows per table, {reps} interleaved rounds")
+    times = {g.key: [] for g in gens}
+    last = {}
+    for r in range(reps):
+        order = list(gens)
+        random.shuffle(order)
+        for gen in order:
+            t = f"ins_{gen.key}"
+            sql = f"""{gen.session}
+DROP TABLE IF EXISTS {t};
+CREATE TABLE {t} (id {gen.sql_type} PRIMARY KEY DEFAULT {gen.default}, n int NOT NULL, created_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CHECKPOINT;
+SELECT pg_current_wal_insert_lsn() AS lsn0 \\gset
+INSERT INTO {t} (n) SELECT g FROM generate_series(1, {rows}) g;
+SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn0'), pg_relation_size('{t}_pkey'), pg_relation_size('{t}');
+"""
+            out, tm = psql(sql, timing=True)
+            # The INSERT is the fifth timed statement after the session settings
+            # (DROP, CREATE, CHECKPOINT, SELECT lsn0, INSERT).
+            times[gen.key].append(tm[4 + gen.session.count(";")])
+            wal, idx, tbl = (int(float(x)) for x in last_row(out))
+            last[gen.key] = {"wal_bytes_per_row": wal / rows, "index_bytes": idx, "table_bytes": tbl}
+        progress(f"  round {r + 1}/{reps} done")
+    progress("order: adjacent descents and 1,249 random pairs at least 1 ms apart")
+    for gen in gens:
+        t = f"ins_{gen.key}"
+        out = psql(f"""
+SELECT setseed(0.1249);
+WITH r AS (SELECT n, id, created_at FROM {t}),
+pairs AS (SELECT 1 + floor(random() * {rows})::int AS a, 1 + floor(random() * {rows})::int AS b, k FROM generate_series(1, 20000) k),
+p AS (SELECT x.created_at < y.created_at AS created_before, x.id < y.id AS id_before
+      FROM pairs JOIN r x ON x.n = pairs.a JOIN r y ON y.n = pairs.b
+      WHERE abs(extract(epoch FROM x.created_at - y.created_at)) >= 0.001
+      ORDER BY k LIMIT 1249)
+SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM p WHERE created_before <> id_before),
+       (SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) prev FROM {t}) s WHERE id < prev);
+DROP TABLE {t};
+""")
+        pairs, inverted, descents = (int(x) for x in last_row(out))
+        last[gen.key].update({"pairs": pairs, "inverted_pairs": inverted, "adjacent_descents": descents})
+    for gen in gens:
+        last[gen.key]["insert_ms"] = median(times[gen.key])
+        last[gen.key]["insert_samples_ms"] = times[gen.key]
+    return last
+
+
+def scaling(gens, rows, reps):
+    """5. The per-id query on 1 backend, then on 2 backends at once: ids per second each way."""
+    progress(f"scaling: {rows:,} ids on 1 backend, then on each of 2 backends at once, {reps} rounds")
+    res = {g.key: {"1": [], "2": []} for g in gens}
+
+    def run(q):
+        t0 = time.perf_counter()
+        psql("SET jit = off;\n" + q)
+        return time.perf_counter() - t0
+
+    for r in range(reps):
+        order = list(gens)
+        random.shuffle(order)
+        for gen in order:
+            q = f"SELECT count(x) FROM (SELECT {gen.expr} x FROM generate_series(1, {rows}) g) s;"
+            res[gen.key]["1"].append(rows / run(q))
+            with ThreadPoolExecutor(2) as ex:
+                t0 = time.perf_counter()
+                list(ex.map(run, [q, q]))
+                res[gen.key]["2"].append(2 * rows / (time.perf_counter() - t0))
+        progress(f"  round {r + 1}/{reps} done")
+    return {k: {c: median(v) for c, v in per.items()} for k, per in res.items()}
+
+
+def charts(gens, results):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def bars(name, title, unit, values, highlight=("snowflake_next", "uuidv7_next")):
+        keys = [g.key for g in gens if g.key in values]
+        labels = [g.label for g in gens if g.key in values]
+        vals = [values[k] for k in keys]
+        fig, ax = plt.subplots(figsize=(8, 0.5 * len(keys) + 1.5))
+        colors = ["#1f77b4" if k in highlight else "#b0b0b0" for k in keys]
+        ax.barh(labels, vals, color=colors)
+        ax.invert_yaxis()
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+        fig.text(0.99, 0.01, results["machine"]["summary"], ha="right", fontsize=7, color="#666666")
+        fig.tight_layout()
+        fig.savefig(os.path.join(OUT, name), dpi=110)
+        plt.close(fig)
+
+    bars("per_id_cost.png", "Cost per id over an empty generate_series (lower is better)", "ns per id",
+         results["per_id"]["ns_per_id"])
+    bars("insert_time.png", f"INSERT ... SELECT of {results['config']['insert_rows']:,} rows (lower is better)", "ms",
+         {k: v["insert_ms"] for k, v in results["inserts"].items()})
+    bars("index_size.png", f"Primary-key index after {results['config']['insert_rows']:,} rows (lower is better)", "MiB",
+         {k: v["index_bytes"] / 1048576 for k, v in results["inserts"].items()})
+
+
+def fmt_ratio(x):
+    return f"{x:.2f}" if x == x else "n/a"
+
+
+def report(gens, results, notes):
+    pid, ins, rt, sc = results["per_id"]["ns_per_id"], results["inserts"], results["round_trips"], results["scaling"]
+    m = results["machine"]
+    nv, rnd = pid["nextval"], pid["gen_random_uuid"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `make bench` on {m['date']}: {m['summary']}.",
+        f"Every figure is a median of {results['config']['reps']} interleaved rounds in one run; compare ratios, not absolutes.",
+        "Re-running `make bench` (or `PG=18 make bench`) regenerates this page and the charts.",
+        "",
+        "## Headline ratios",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    sn, uv = pid["snowflake_next"], pid["uuidv7_next"]
+    targets = [
+        ("`snowflake_next` per-id cost ≤ 1/4 of `nextval`", sn / nv, sn / nv <= 0.25),
+        ("`uuidv7_next()` per-id cost ≤ 1/10 of `gen_random_uuid()`", uv / rnd, uv / rnd <= 0.10),
+        ("1M-row insert with `snowflake_next` within 5% of bigserial",
+         ins["snowflake_next"]["insert_ms"] / ins["nextval"]["insert_ms"],
+         ins["snowflake_next"]["insert_ms"] <= 1.05 * ins["nextval"]["insert_ms"]),
+        ("`snowflake_next` PK index the same size as bigserial's",
+         ins["snowflake_next"]["index_bytes"] / ins["nextval"]["index_bytes"],
+         ins["snowflake_next"]["index_bytes"] <= ins["nextval"]["index_bytes"] * 1.02),
+        ("`snowflake_next` PK index ≥ 40% smaller than UUIDv4's",
+         1 - ins["snowflake_next"]["index_bytes"] / ins["gen_random_uuid"]["index_bytes"],
+         ins["snowflake_next"]["index_bytes"] <= 0.6 * ins["gen_random_uuid"]["index_bytes"]),
+        ("`uuidv7_next()` PK index ≤ 32 MiB per 1M rows",
+         ins["uuidv7_next"]["index_bytes"] / 1048576 * 1e6 / results["config"]["insert_rows"],
+         ins["uuidv7_next"]["index_bytes"] / 1048576 * 1e6 / results["config"]["insert_rows"] <= 32),
+        ("0 of 1,249 pairs inverted for `snowflake_next` and `uuidv7_next()`",
+         ins["snowflake_next"]["inverted_pairs"] + ins["uuidv7_next"]["inverted_pairs"],
+         ins["snowflake_next"]["inverted_pairs"] + ins["uuidv7_next"]["inverted_pairs"] == 0),
+        ("one backend on one shard sustains ≥ 90% of 512 ids/ms", results["single_shard"]["share_of_ceiling"],
+         results["single_shard"]["share_of_ceiling"] >= 0.9),
+    ]
+    if "core_uuidv7" in pid:
+        targets.append(("`uuidv7_next()` no slower than core `uuidv7()`", uv / pid["core_uuidv7"], uv <= pid["core_uuidv7"] * 1.05))
+    for name, val, ok in targets:
+        lines.append(f"| {name} | {fmt_ratio(val)} | {'yes' if ok else '**no**'} |")
+    lines += [
+        "",
+        "## Per-id cost",
+        "",
+        f"`SELECT count(x) FROM (SELECT <gen> x FROM generate_series(1, {results['per_id']['rows']:,}) g) s`, minus the same query over the bare series ({results['per_id']['baseline_ms']:.0f} ms).",
+        "",
+        "| generator | ns per id | × nextval | × gen_random_uuid |",
+        "|---|---|---|---|",
+    ]
+    calls = [g for g in gens if not g.inserts_only]
+    for g in calls:
+        lines.append(f"| {g.label} | {pid[g.key]:.0f} | {fmt_ratio(pid[g.key] / nv)} | {fmt_ratio(pid[g.key] / rnd)} |")
+    ss = results["single_shard"]
+    lines += [
+        "",
+        f"One backend minting for one shard: {ss['ids_per_ms']:.0f} ids/ms, {ss['share_of_ceiling'] * 100:.0f}% of the layout's ceiling of {ss['ceiling_ids_per_ms']:.0f}.",
+        "",
+        "![per-id cost](bench/per_id_cost.png)",
+        "",
+        "## Round trips (pgbench, `SELECT gen()`, synchronous_commit on)",
+        "",
+        "One transaction per id. A generator that writes WAL makes some commits wait for a flush.",
+        "",
+        "| generator | tps, 1 client | tps, 2 clients |",
+        "|---|---|---|",
+    ]
+    for g in calls:
+        lines.append(f"| {g.label} | {rt['1'][g.key]:,.0f} | {rt['2'][g.key]:,.0f} |")
+    lines += [
+        "",
+        f"## Inserts: {results['config']['insert_rows']:,} rows in one `INSERT ... SELECT`",
+        "",
+        "Table: `(id <type> PRIMARY KEY DEFAULT <gen>, n int, created_at timestamptz DEFAULT clock_timestamp())`.",
+        "Order: *inverted pairs* counts 1,249 random row pairs created at least 1 ms apart whose id order disagrees with creation order;",
+        "*adjacent descents* counts rows whose id is smaller than the previous row's (a UUIDv7 that is random inside the millisecond shows here).",
+        "",
+        "| generator | time (ms) | PK index (MiB) | table (MiB) | WAL bytes/row | inverted pairs | adjacent descents |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for g in gens:
+        i = ins[g.key]
+        lines.append(
+            f"| {g.label} | {i['insert_ms']:.0f} | {i['index_bytes'] / 1048576:.1f} | {i['table_bytes'] / 1048576:.1f} | "
+            f"{i['wal_bytes_per_row']:.0f} | {i['inverted_pairs']} of {i['pairs']} | {i['adjacent_descents']:,} |"
+        )
+    lines += [
+        "",
+        "![insert time](bench/insert_time.png)",
+        "",
+        "![index size](bench/index_size.png)",
+        "",
+        "## Scaling: the per-id query on 1 backend, then on 2 at once",
+        "",
+        "| generator | ids/s, 1 backend | ids/s, 2 backends | speed-up |",
+        "|---|---|---|---|",
+    ]
+    for g in calls:
+        s = sc[g.key]
+        lines.append(f"| {g.label} | {s['1']:,.0f} | {s['2']:,.0f} | {s['2'] / s['1']:.2f} |")
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in notes] + [
+        "- The machine is shared and noisy: read the ratios, and rerun before trusting a small difference.",
+        "- `jit = off` for the per-id and scaling queries, so that JIT compilation does not favour one generator.",
+        "",
+        "Raw numbers: [bench/results.json](bench/results.json).",
+        "",
+    ]
+    with open(os.path.join(DOCS, "benchmarks.md"), "w") as f:
+        f.write("\n".join(lines))
+    return targets
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="calls per per-id measurement")
+    ap.add_argument("--insert-rows", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--pgbench-seconds", type=int, default=5)
+    ap.add_argument("--pg-major", type=int, required=True)
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    random.seed(1249)
+
+    available = set(psql("SELECT name FROM pg_available_extensions;").split())
+    psql("CREATE EXTENSION IF NOT EXISTS snowflake_id;" + PLPGSQL)
+    for ext in ("pg_uuidv7", "snowflake"):
+        if ext in available:
+            psql(f"CREATE EXTENSION IF NOT EXISTS {ext};")
+    gens, notes = all_generators(args.pg_major, available)
+    version = psql("SHOW server_version;").strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    machine = {
+        "date": datetime.date.today().isoformat(),
+        "postgres": version,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "summary": f"PostgreSQL {version}, {os.cpu_count()} cores ({cpu}), {datetime.date.today().isoformat()}",
+    }
+    progress(f"generators: {', '.join(g.key for g in gens)} on {machine['summary']}")
+    results = {
+        "machine": machine,
+        "config": {"rows": args.rows, "insert_rows": args.insert_rows, "reps": args.reps, "pgbench_seconds": args.pgbench_seconds},
+        "generators": {g.key: {"label": g.label, "type": g.sql_type, "expr": g.expr} for g in gens},
+    }
+    calls = [g for g in gens if not g.inserts_only]
+    results["per_id"] = per_id_cost(calls, args.rows, args.reps)
+    results["single_shard"] = single_shard_throughput(args.rows, args.reps)
+    results["round_trips"] = pgbench_round_trips(calls, args.pgbench_seconds, args.reps)
+    results["inserts"] = inserts(gens, args.insert_rows, args.reps)
+    results["scaling"] = scaling(calls, args.rows, args.reps)
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    charts(gens, results)
+    targets = report(gens, results, notes)
+    progress("wrote docs/benchmarks.md, docs/bench/results.json and docs/bench/*.png")
+    for name, val, ok in targets:
+        print(f"{'met   ' if ok else 'MISSED'} {name}: {fmt_ratio(val)}")
+
+
+if __name__ == "__main__":
+    main()

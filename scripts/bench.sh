@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `make bench`: builds snowflake_id in release mode, starts a throwaway cluster (PostgreSQL 15,
+# or PG=18 for the wheel's 18, which adds core uuidv7() to the comparison), and runs
+# bench/bench.py against it. Regenerates docs/benchmarks.md and docs/bench/*.
+#
+#   PG=18 make bench
+#   BENCH_ARGS="--rows 200000 --insert-rows 200000 --reps 3 --pgbench-seconds 2" make bench   # a quick look
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+V="${PG:-15}" NAME="bench$V" PORT="$((5450 + ${PG:-15}))"
+PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
+python3 -c "import matplotlib" 2>/dev/null || { log "installing matplotlib"; python3 -m pip install --quiet matplotlib; }
+install_extension "$V" release
+log "starting a throwaway PostgreSQL $V cluster for the benchmark (fsync and synchronous_commit on)"
+CLUSTER_CONF="fsync = on
+synchronous_commit = on
+shared_buffers = '512MB'
+max_wal_size = '8GB'
+checkpoint_timeout = '30min'
+jit = off" cluster_start "$V" "$NAME" "$PORT"
+trap 'cluster_stop "$V" "$NAME"' EXIT
+cluster_env "$V" "$NAME" "$PORT"
+# shellcheck disable=SC2086
+python3 "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}
