@@ -5,15 +5,17 @@ use pgrx::pg_sys;
 use crate::core::monotonic::Clock;
 use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
-/// Reads the wall clock: `clock_gettime(CLOCK_REALTIME)`, which on Linux runs in the vDSO, with
-/// no system call. Called once per id, so it goes straight to libc.
+/// Reads the generators' clock: `clock_gettime(CLOCK_REALTIME)`, which on Linux runs in the
+/// vDSO, with no system call, plus `snowflake_id.debug_clock_offset`. Called once per id, so it
+/// goes straight to libc.
 #[inline]
 pub fn now_unix_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     // i64 nanoseconds last until 2262; the clock cannot read past that on a running server.
-    ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec)
+    // The fault-injection offset is 0 unless a test set it (snowflake_id.debug_clock_offset).
+    ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec).wrapping_add(crate::guc::debug_clock_offset_ns())
 }
 
 pub fn now_unix_ms() -> i64 {

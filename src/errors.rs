@@ -7,7 +7,9 @@
 //! | 22003 | numeric_value_out_of_range | a shard outside the layout, an id that is negative or beyond the layout |
 //! | 22004 | null_value_not_allowed | a NULL shard |
 //! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
-//! | 22023 | invalid_parameter_value | an unusable layout or epoch setting |
+//! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
+//! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout |
+//! | 58030 | io_error | the reservation file cannot be read or written |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
 //! sentences.
@@ -63,7 +65,7 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
             FUNC,
         )
         .set_detail(format!(
-            "The last id for {what} carries {}, but the clock reads {}. Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
+            "Ids for {what} must continue after {} (issued, or reserved before a restart), but the clock reads {}. Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
             ms(last_unix_ns),
             ms(now_unix_ns),
             max_wait_ms
@@ -89,6 +91,10 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
         .set_detail(format!("Its last representable instant is {}.", time::format_unix_ms(layout.last_unix_ms())))
         .set_hint("Move to a layout with more time bits or a later epoch on a new id range."),
         (MintError::TimeExhausted { .. }, Generator::Uuidv7) => uuidv7_time_out_of_range("system clock time"),
+        // crate::generate renews the reservation and mints again; this never reaches a user.
+        (MintError::Unreserved { .. }, _) => {
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "snowflake_id reservation was not renewed", FUNC)
+        }
     }
 }
 
@@ -153,4 +159,49 @@ pub fn uuidv7_time_out_of_range(subject: &str) -> ErrorReport {
 pub fn no_entropy(e: impl std::fmt::Display) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "could not generate random values", FUNC)
         .set_detail(format!("The operating system's random source failed: {e}."))
+}
+
+/// A shard this server is not configured to mint for.
+pub fn shard_not_assigned(shard: u32, allowed: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("shard {shard} is not assigned to this server"),
+        FUNC,
+    )
+    .set_detail(format!("snowflake_id.shards is \"{allowed}\"."))
+    .set_hint(format!(
+        "Another server probably mints for shard {shard}. Call this server with one of its own shards, or add {shard} to snowflake_id.shards if this server really owns it."
+    ))
+}
+
+/// `snowflake_next()` without a shard, and no default configured.
+pub fn no_default_shard() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no default shard is configured",
+        FUNC,
+    )
+    .set_hint("Set snowflake_id.default_shard (in postgresql.conf, or with ALTER DATABASE or ALTER ROLE ... SET), or call snowflake_next(shard).")
+}
+
+/// The reservation file could not be read or written.
+pub fn reservation_io(op: &str, e: &std::io::Error) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("could not {op} the snowflake_id reservation file \"{}\": {e}", crate::core::reservation::FILE_NAME),
+        FUNC,
+    )
+    .set_detail("No id is issued past a reservation that is not on disk.")
+    .set_hint("Check the data directory's disk and permissions.")
+}
+
+/// The reservation file exists but cannot be continued.
+pub fn reservation_unusable(why: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cannot continue from the snowflake_id reservation file \"{}\"", crate::core::reservation::FILE_NAME),
+        FUNC,
+    )
+    .set_detail(format!("{}{}.", why[..1].to_uppercase(), &why[1..]))
+    .set_hint("Restore the previous snowflake_id.layout and snowflake_id.epoch. To start a new id space on purpose, make sure no old ids share a table with new ones, then remove the file from the data directory.")
 }

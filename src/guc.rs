@@ -7,10 +7,14 @@
 //! | `snowflake_id.max_lead` | superuser | how far ids may run ahead of the clock; any value keeps ids unique |
 //! | `snowflake_id.max_rewind_wait` | superuser | how long a call may wait for a clock that stepped back |
 //! | `snowflake_id.uuidv7_max_lead` | superuser | how far UUIDv7 times may run ahead of the clock; any value keeps them unique and ordered |
+//! | `snowflake_id.shards` | superuser | the shards this server may mint for; only restricts, so it may change at reload |
+//! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`; still subject to `snowflake_id.shards` |
+//! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
 //! every backend inherits the parsed value), and kept in [`layout`].
 
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
 
@@ -20,6 +24,7 @@ use pgrx::prelude::*;
 
 use crate::core::layout::{Layout, LayoutError, Widths};
 use crate::core::monotonic::ClockPolicy;
+use crate::core::shards::ShardSet;
 use crate::core::time;
 
 const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
@@ -30,6 +35,16 @@ static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(S
 static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(5);
 static MAX_REWIND_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static UUIDV7_MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
+static DEFAULT_SHARD: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static DEBUG_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+thread_local! {
+    /// This process's parsed `snowflake_id.shards`, kept current by its assign hook.
+    static SHARD_SET: RefCell<ShardSet> = const { RefCell::new(ShardSet::All) };
+    /// Whether that set is every shard: the common case, checked without a borrow.
+    static ALL_SHARDS: Cell<bool> = const { Cell::new(true) };
+}
 
 /// The layout in force, parsed once at load.
 static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
@@ -78,6 +93,50 @@ pub fn init() {
             );
         }
     }
+    // The layout comes first: the shard settings below are checked against it.
+    let layout_text = configured_layout.unwrap_or_else(|| setting_text(&LAYOUT));
+    let epoch_text = configured_epoch.unwrap_or_else(|| setting_text(&EPOCH));
+    match parse_layout(&layout_text, &epoch_text) {
+        Ok(layout) => {
+            let _ = ACTIVE_LAYOUT.set(layout);
+        }
+        Err(e) => crate::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
+    }
+
+    // SAFETY: the hooks only parse their argument and update this process's copy of the set.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake_id.shards",
+            c"The shards this server may mint snowflake ids for: * for all, or a list such as 0-15,40.",
+            c"snowflake_next refuses any other shard, which catches two servers configured with the same shard.",
+            &SHARDS,
+            GucContext::Suset,
+            GucFlags::default(),
+            Some(check_shards),
+            Some(assign_shards),
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"snowflake_id.default_shard",
+        c"The shard snowflake_next() mints for when called without one; -1 for none.",
+        c"Must also be allowed by snowflake_id.shards.",
+        &DEFAULT_SHARD,
+        -1,
+        (1 << crate::core::layout::MAX_SHARD_BITS) - 1,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.debug_clock_offset",
+        c"For fault-injection tests only: milliseconds added to the clock the generators read.",
+        c"0, the default, is off. It can step the clock back or forward but never make ids repeat: the generators treat it like any clock step.",
+        &DEBUG_CLOCK_OFFSET_MS,
+        -86_400_000,
+        86_400_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
     GucRegistry::define_int_guc(
         c"snowflake_id.max_lead",
         c"How far ahead of the clock a shard may run when its per-tick sequence is exhausted.",
@@ -109,15 +168,6 @@ pub fn init() {
         GucFlags::UNIT_MS,
     );
     reserve_prefix();
-
-    let layout_text = configured_layout.unwrap_or_else(|| setting_text(&LAYOUT));
-    let epoch_text = configured_epoch.unwrap_or_else(|| setting_text(&EPOCH));
-    match parse_layout(&layout_text, &epoch_text) {
-        Ok(layout) => {
-            let _ = ACTIVE_LAYOUT.set(layout);
-        }
-        Err(e) => crate::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
-    }
 }
 
 /// The layout the server runs with.
@@ -135,6 +185,29 @@ pub fn clock_policy() -> ClockPolicy {
 /// The UUIDv7 clock policy: its own lead, the shared rewind wait.
 pub fn uuidv7_clock_policy() -> ClockPolicy {
     ClockPolicy { max_lead_ms: UUIDV7_MAX_LEAD_MS.get().unsigned_abs(), ..clock_policy() }
+}
+
+/// Whether this server may mint for `shard` (`snowflake_id.shards`).
+#[inline]
+pub fn shard_allowed(shard: u32) -> bool {
+    ALL_SHARDS.get() || SHARD_SET.with_borrow(|set| set.contains(shard))
+}
+
+/// `snowflake_id.shards`, as configured.
+pub fn shards_text() -> String {
+    setting_text(&SHARDS)
+}
+
+/// `snowflake_id.default_shard`, if set.
+pub fn default_shard() -> Option<i64> {
+    let s = DEFAULT_SHARD.get();
+    (s >= 0).then_some(i64::from(s))
+}
+
+/// `snowflake_id.debug_clock_offset` in nanoseconds (0 unless a fault test set it).
+#[inline]
+pub fn debug_clock_offset_ns() -> i64 {
+    i64::from(DEBUG_CLOCK_OFFSET_MS.get()) * crate::core::time::NS_PER_MS
 }
 
 /// The full check: widths, epoch, and that the epoch is not in the future.
@@ -212,5 +285,28 @@ unsafe extern "C-unwind" fn check_epoch(
     match checked {
         Err(e) => check_failed(&e),
         Ok(()) => true,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_shards(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    match hook_text(newval).map(|t| ShardSet::parse(&t, layout().max_shard())) {
+        Some(Err(e)) => check_failed(&e),
+        _ => true,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_void) {
+    // SAFETY: PostgreSQL passes the (already checked) new value as a C string, or NULL.
+    let text = unsafe { newval.as_ref() }.map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+    // The check hook accepted this text, so it parses; a failure would keep the old set.
+    if let Some(Ok(set)) = text.map(|t| ShardSet::parse(&t, layout().max_shard())) {
+        ALL_SHARDS.set(set == ShardSet::All);
+        SHARD_SET.set(set);
     }
 }

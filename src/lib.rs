@@ -2,6 +2,8 @@
 //!
 //! - `core`: the pure logic (layouts, time, the monotonic state machine). Never imports pgrx.
 //! - `guc`, `shmem`, `clock`: the settings, the shared-memory state and the wall clock.
+//! - `generate`, `reservation`: the mint loop every generator shares, and the durable
+//!   high-water mark it keeps.
 //! - `errors`: core errors to SQLSTATEs.
 //! - `api`: the `#[pg_extern]` glue.
 
@@ -12,7 +14,9 @@ mod api;
 mod clock;
 pub mod core;
 mod errors;
+mod generate;
 mod guc;
+mod reservation;
 mod shmem;
 
 use pgrx::prelude::*;

@@ -4,61 +4,100 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header {
-//!   shard_count: u64                fixed once by the postmaster, read-only afterwards
-//!   uuidv7_next: AtomicU64          UUIDv7: the next free (unix_ms << 12 | fraction) word
-//! }
-//! shards[shard_count]: AtomicU64    per shard: the next free (tick << seq_bits | seq) word
+//! Header                                    128 bytes
+//!   shard_count               u64           fixed by the postmaster, read-only afterwards
+//!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
+//!   reservation_writes        AtomicU64     statistics of the reservation file
+//!   reservation_written_at    AtomicI64
+//! uuidv7: Slot                              128 bytes
+//! shards: [Slot; shard_count]               128 bytes each
+//!
+//! Slot (one per generator, on its own pair of cache lines)
+//!   next_free                 AtomicU64     the next free generator word
+//!   issued, ahead, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
-//! With the default layout that is 8192 + 2 words, 64 KiB.
+//! With the default layout that is 8192 + 2 slots, about 1 MiB.
 //!
 //! # Protocol
 //! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under
-//!   `AddinShmemInitLock`, before any backend exists, and never again. Backends only read it.
-//! - **`shards[i]`** and **`uuidv7_next`** are owned by no one: every backend and parallel worker updates it with a
-//!   single compare-and-swap (`crate::core::monotonic::mint`). A CAS either installs `w + 1`,
-//!   which hands out word `w` to exactly that caller, or fails and the caller retries with the
-//!   value it saw. There is no lock, so there is nothing to wait on and nothing a crash can leave
-//!   held. The "critical section" is the single CAS instruction: it cannot block, allocate,
-//!   call SPI or raise an error. Errors are raised only after the loop has left the CAS.
-//! - The state only grows. A refused call (clock too far behind, layout exhausted) leaves it as
-//!   it was.
+//!   `AddinShmemInitLock`, before any backend exists, and never again.
+//! - **`Slot::next_free`** is owned by no one: every backend and parallel worker updates it with a
+//!   single compare-and-swap (`crate::core::monotonic`). A CAS either installs `w + 1`, which hands
+//!   out word `w` to exactly that caller, or fails and the caller retries with the value it saw.
+//!   There is no lock, so there is nothing to wait on and nothing a crash can leave held. The
+//!   critical section is the one CAS instruction: it cannot block, allocate, call SPI or raise.
+//!   The word only grows; a refused call leaves it as it was.
+//! - **The statistics** in a slot are independent counters, bumped with relaxed atomic adds (or
+//!   `fetch_max`) after the CAS. Readers load them without any lock; a reader may see one counter
+//!   a few ids ahead of another, never a torn value.
+//! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
+//!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
+//!   disk (write, fsync, rename, fsync the directory) and stores it here afterwards, so no backend
+//!   issues an id past a reservation that is not durable. Id paths read it with one atomic load
+//!   and take the lock only to renew it, about every 250 ms: conditionally (never waiting) while
+//!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
+//!   LWLock across an fsync is the point of this lock; no id path holds it otherwise, nothing
+//!   inside it allocates from PostgreSQL or raises an error (errors are raised after release),
+//!   and PostgreSQL releases it on any error anyway.
 //!
 //! # Lifetime
-//! The segment exists only when the library is in `shared_preload_libraries`. Without it, the
-//! pointer below stays null and [`shard_state`] reports [`NotPreloaded`], which the SQL layer
-//! turns into SQLSTATE 55000 with a hint. A crash restart re-creates the segment from zero.
+//! The segment exists only when the library is in `shared_preload_libraries`. Without it the
+//! pointer below stays null and every accessor reports [`NotPreloaded`], which the SQL layer
+//! turns into SQLSTATE 55000 with a hint. A crash restart re-creates the segment, starting every
+//! generator at the reservation read back from disk.
 
 use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::guc;
+use crate::core::uuidv7;
+use crate::{guc, reservation};
 
-#[repr(C)]
+const TRANCHE: &std::ffi::CStr = c"snowflake_id";
+
+#[repr(C, align(128))]
 struct Header {
     shard_count: u64,
-    uuidv7_next: AtomicU64,
+    reserved_until_unix_ms: AtomicI64,
+    reservation_writes: AtomicU64,
+    reservation_written_at: AtomicI64,
+}
+
+/// One generator's state word and statistics.
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct Slot {
+    pub next_free: AtomicU64,
+    pub issued: AtomicU64,
+    pub ahead: AtomicU64,
+    pub max_lead_ms: AtomicU64,
+    pub waits: AtomicU64,
+    pub wait_ns: AtomicU64,
+    pub backsteps: AtomicU64,
+    pub max_backstep_ms: AtomicU64,
+    pub errors: AtomicU64,
 }
 
 /// The base of the segment in this process, or null when the library was not preloaded.
 /// Set in the postmaster before fork, so every backend inherits it.
 static SEGMENT: AtomicPtr<Header> = AtomicPtr::new(ptr::null_mut());
+/// The reservation LWLock, found at startup like the segment.
+static LOCK: AtomicPtr<pg_sys::LWLock> = AtomicPtr::new(ptr::null_mut());
 
 /// The generators were called in a server that did not preload the library.
 #[derive(Debug)]
 pub struct NotPreloaded;
 
 fn segment_size(shard_count: usize) -> usize {
-    size_of::<Header>() + shard_count * size_of::<AtomicU64>()
+    size_of::<Header>() + (1 + shard_count) * size_of::<Slot>()
 }
 
-/// Asks for the segment and installs the startup hook. Call from `_PG_init` while
-/// `shared_preload_libraries` is being processed, after `guc::init`.
+/// Asks for the segment and the LWLock, and installs the startup hook. Call from `_PG_init`
+/// while `shared_preload_libraries` is being processed, after `guc::init`.
 pub fn init() {
     // SAFETY: _PG_init runs single-threaded in the postmaster; the hook chain is ours to extend.
     unsafe {
@@ -80,7 +119,10 @@ static mut PREV_REQUEST_HOOK: Option<unsafe extern "C-unwind" fn()> = None;
 
 unsafe fn request() {
     // SAFETY: called from _PG_init (PG14) or the shmem_request hook (PG15+), where it is allowed.
-    unsafe { pg_sys::RequestAddinShmemSpace(segment_size(guc::layout().shard_count())) };
+    unsafe {
+        pg_sys::RequestAddinShmemSpace(segment_size(guc::layout().shard_count()));
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+    }
 }
 
 #[cfg(not(feature = "pg14"))]
@@ -97,23 +139,34 @@ unsafe extern "C-unwind" fn shmem_request() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_startup() {
-    // SAFETY: runs in the postmaster (or a crash-restarted postmaster) with no backends yet;
+    // SAFETY: runs in the postmaster (also after a crash restart) with no backends yet;
     // AddinShmemInitLock serialises it with any other library's startup hook.
     unsafe {
         if let Some(prev) = PREV_STARTUP_HOOK {
             prev();
         }
-        let shard_count = guc::layout().shard_count();
+        let layout = guc::layout();
+        let shard_count = layout.shard_count();
+        // Read the reservation before taking the lock: it may raise (a damaged file, a changed
+        // layout), which stops the server with the reason.
+        let reserved = reservation::load(layout);
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
-        let base =
-            pg_sys::ShmemInitStruct(c"snowflake_id".as_ptr(), segment_size(shard_count), &mut found).cast::<Header>();
+        let base = pg_sys::ShmemInitStruct(TRANCHE.as_ptr(), segment_size(shard_count), &mut found).cast::<Header>();
         if !found {
-            // Zero is "nothing issued yet" for every generator word.
             ptr::write_bytes(base.cast::<u8>(), 0, segment_size(shard_count));
             (&raw mut (*base).shard_count).write(shard_count as u64);
+            (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
+            // Every generator starts at the reservation: above every id issued before.
+            let slots = base.add(1).cast::<Slot>();
+            (*slots).next_free.store(uuidv7::TIMELINE.first_word_at(reserved), Ordering::Relaxed);
+            let first = layout.timeline().first_word_at(reserved);
+            for i in 0..shard_count {
+                (*slots.add(1 + i)).next_free.store(first, Ordering::Relaxed);
+            }
         }
+        LOCK.store(&raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock, Ordering::Release);
         pg_sys::LWLockRelease(lock);
         SEGMENT.store(base, Ordering::Release);
     }
@@ -128,43 +181,103 @@ fn segment() -> Result<&'static Header, NotPreloaded> {
     unsafe { base.as_ref() }.ok_or(NotPreloaded)
 }
 
-/// The state word of one shard.
+#[inline]
+fn slot_at(header: &'static Header, index: usize) -> &'static Slot {
+    // SAFETY: `1 + shard_count` slots follow the header; callers pass an index below that.
+    unsafe { &*(header as *const Header).add(1).cast::<Slot>().add(index) }
+}
+
+/// The slot of one shard.
 ///
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
 ///
 /// # Panics
 /// When `shard` is outside the segment: callers check it against the layout first.
-pub fn shard_state(shard: u32) -> Result<&'static AtomicU64, NotPreloaded> {
+pub fn shard_slot(shard: u32) -> Result<&'static Slot, NotPreloaded> {
     let header = segment()?;
-    Ok(shard_word(header, shard)
-        .unwrap_or_else(|| panic!("shard {shard} outside a segment of {} shards", header.shard_count)))
+    assert!(u64::from(shard) < header.shard_count, "shard {shard} outside a segment of {} shards", header.shard_count);
+    Ok(slot_at(header, 1 + shard as usize))
 }
 
-/// The state word of one shard, or `None` when the library is not preloaded or the shard is
-/// outside the segment. Never panics: the generator's unguarded fast entry uses it.
+/// The slot of one shard, or `None` when the library is not preloaded or the shard is outside
+/// the segment. Never panics: the generator's unguarded fast entry uses it.
 #[inline]
-pub fn try_shard_state(shard: u32) -> Option<&'static AtomicU64> {
-    shard_word(segment().ok()?, shard)
+pub fn try_shard_slot(shard: u32) -> Option<&'static Slot> {
+    let header = segment().ok()?;
+    (u64::from(shard) < header.shard_count).then(|| slot_at(header, 1 + shard as usize))
 }
 
-#[inline]
-fn shard_word(header: &'static Header, shard: u32) -> Option<&'static AtomicU64> {
-    if u64::from(shard) >= header.shard_count {
-        return None;
-    }
-    // SAFETY: the words follow the header, `shard_count` of them, and `shard` is below that.
-    // The words are only ever accessed atomically.
-    unsafe {
-        let words = (header as *const Header).add(1).cast::<AtomicU64>();
-        Some(&*words.add(shard as usize))
-    }
-}
-
-/// The UUIDv7 state word.
+/// The UUIDv7 slot.
 ///
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
-pub fn uuidv7_state() -> Result<&'static AtomicU64, NotPreloaded> {
-    Ok(&segment()?.uuidv7_next)
+pub fn uuidv7_slot() -> Result<&'static Slot, NotPreloaded> {
+    Ok(slot_at(segment()?, 0))
+}
+
+/// Every shard slot with its shard number, for the statistics view.
+///
+/// # Errors
+/// [`NotPreloaded`] when the segment does not exist.
+pub fn shard_slots() -> Result<impl Iterator<Item = (u32, &'static Slot)>, NotPreloaded> {
+    let header = segment()?;
+    Ok((0..header.shard_count as u32).map(move |s| (s, slot_at(header, 1 + s as usize))))
+}
+
+/// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.
+#[inline]
+pub fn reserved_until() -> i64 {
+    segment().map_or(i64::MIN, |h| h.reserved_until_unix_ms.load(Ordering::Acquire))
+}
+
+/// The reservation's statistics: (reserved until, file writes, last write).
+///
+/// # Errors
+/// [`NotPreloaded`] when the segment does not exist.
+pub fn reservation_stats() -> Result<(i64, u64, i64), NotPreloaded> {
+    let h = segment()?;
+    Ok((
+        h.reserved_until_unix_ms.load(Ordering::Acquire),
+        h.reservation_writes.load(Ordering::Relaxed),
+        h.reservation_written_at.load(Ordering::Relaxed),
+    ))
+}
+
+/// Holds the reservation LWLock; releases it when dropped.
+pub struct ReservationLock(*mut pg_sys::LWLock);
+
+impl ReservationLock {
+    /// Takes the lock, waiting when `wait`, else only if it is free.
+    pub fn acquire(wait: bool) -> Option<ReservationLock> {
+        let lock = LOCK.load(Ordering::Acquire);
+        if lock.is_null() {
+            return None;
+        }
+        // SAFETY: the lock lives in shared memory for the server's lifetime.
+        let got = unsafe {
+            if wait {
+                pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE)
+            } else {
+                pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE)
+            }
+        };
+        (got || wait).then_some(ReservationLock(lock))
+    }
+
+    /// Publishes a reservation that is now on disk. Only the lock holder may call it.
+    pub fn publish(&self, reserved_until_unix_ms: i64, written_at_unix_ms: i64) {
+        if let Ok(h) = segment() {
+            h.reserved_until_unix_ms.fetch_max(reserved_until_unix_ms, Ordering::AcqRel);
+            h.reservation_writes.fetch_add(1, Ordering::Relaxed);
+            h.reservation_written_at.store(written_at_unix_ms, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for ReservationLock {
+    fn drop(&mut self) {
+        // SAFETY: we hold this lock (acquired in `acquire`).
+        unsafe { pg_sys::LWLockRelease(self.0) };
+    }
 }

@@ -12,9 +12,6 @@ use crate::{errors, guc};
 ///
 /// STABLE: the defaults are the server's settings, fixed while it runs but set in
 /// postgresql.conf. PARALLEL SAFE: reads settings only.
-// The row type is spelled out because pgrx resolves SQL types from the signature's tokens and
-// cannot see through a type alias.
-#[allow(clippy::type_complexity)]
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_layout(
     layout: default!(Option<&str>, "NULL"),

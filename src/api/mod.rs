@@ -3,6 +3,7 @@
 
 pub mod layout;
 pub mod snowflake;
+pub mod stats;
 pub mod uuid;
 
 use pgrx::pg_sys::panic::ErrorReport;

@@ -10,11 +10,10 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::clock::WallClock;
 use crate::core::layout::Parts;
 use crate::core::monotonic;
 use crate::errors::{self, Generator};
-use crate::{guc, shmem};
+use crate::{generate, guc, shmem};
 
 /// Mints the next id for `shard`: the complete, guarded implementation, with every check and
 /// error. PostgreSQL reaches it through [`snowflake_next_fast`] below, which handles the common
@@ -28,12 +27,30 @@ use crate::{guc, shmem};
 #[pg_extern(volatile, parallel_safe, sql = false)]
 fn snowflake_next(shard: Option<i32>) -> i64 {
     let Some(shard) = shard else { errors::raise(errors::null_argument("shard")) };
+    mint(shard.into())
+}
+
+/// Mints for the configured `snowflake_id.default_shard`.
+///
+/// VOLATILE and PARALLEL SAFE for the same reasons as `snowflake_next(shard)`; the default shard
+/// is a setting, which parallel workers share with their leader.
+#[pg_extern(volatile, parallel_safe, name = "snowflake_next")]
+fn snowflake_next_default() -> i64 {
+    mint(guc::default_shard().unwrap_or_else(|| errors::raise(errors::no_default_shard())))
+}
+
+/// The checks, then the shared mint loop.
+fn mint(shard: i64) -> i64 {
     let layout = guc::layout();
-    let shard = layout.shard(shard.into()).unwrap_or_else(|e| errors::raise(errors::id_error(e, layout)));
-    let state = shmem::shard_state(shard).unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
-    let minted = monotonic::mint(state, &mut WallClock, &layout.timeline(), &guc::clock_policy())
-        .unwrap_or_else(|e| errors::raise(errors::mint_error(e, Generator::Snowflake { layout, shard })));
-    layout.id_from_word(minted.word, shard)
+    let shard = layout.shard(shard).unwrap_or_else(|e| errors::raise(errors::id_error(e, layout)));
+    let slot = shmem::shard_slot(shard).unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
+    if !guc::shard_allowed(shard) {
+        slot.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        errors::raise(errors::shard_not_assigned(shard, &guc::shards_text()));
+    }
+    let tl = layout.timeline();
+    let word = generate::mint(slot, &tl, &guc::clock_policy(), Generator::Snowflake { layout, shard });
+    layout.id_from_word(word, shard)
 }
 
 /// PostgreSQL's entry point for `snowflake_next(int)`.
@@ -42,10 +59,11 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// wrapper (catch_unwind, error-context bookkeeping, moving a `Result`-sized value) was a fifth
 /// of its cost (`make bench`). So the common case, a valid shard whose next id lies in the
 /// clock's own tick, is served here: argument, layout check, one clock read, one
-/// compare-and-swap. It allocates nothing, raises nothing and takes no lock; a panic is caught
-/// just the same. Anything else (NULL, a bad shard, no preload, a lost race, a borrowed tick, a
-/// wait, an error) goes to the pgrx wrapper of [`snowflake_next`], which does it all again,
-/// fully guarded. Nothing was issued on the fast path in that case.
+/// compare-and-swap, one counter. It allocates nothing, raises nothing and takes no lock; a panic
+/// is caught just the same. Anything else (NULL, a bad or fenced shard, no preload, a lost race,
+/// a borrowed tick, a wait, a reservation to renew, an error) goes to the pgrx wrapper of
+/// [`snowflake_next`], which does it all again, fully guarded. Nothing was issued on the fast
+/// path in that case.
 ///
 /// # Safety
 /// Called by PostgreSQL's fmgr with the one `int` argument the SQL declaration below gives it.
@@ -60,9 +78,12 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         }
         let layout = guc::layout();
         // An int4 Datum holds the value in its low 32 bits (DatumGetInt32).
-        let shard = layout.shard(i64::from(arg.value.value() as i32)).ok()?;
-        let state = shmem::try_shard_state(shard)?;
-        let word = monotonic::try_mint_fast(state, crate::clock::now_unix_ns(), &layout.timeline())?;
+        let shard = layout.shard(i64::from(arg.value.value() as i32)).ok().filter(|&s| guc::shard_allowed(s))?;
+        let slot = shmem::try_shard_slot(shard)?;
+        let tl = layout.timeline();
+        let word =
+            monotonic::try_mint_fast(&slot.next_free, crate::clock::now_unix_ns(), &tl, generate::fast_limit(&tl))?;
+        slot.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(layout.id_from_word(word, shard))
     });
     match fast {

@@ -22,12 +22,11 @@ use std::cell::RefCell;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::clock::WallClock;
 use crate::core::rng::TailRng;
 use crate::core::time::{self, NS_PER_US};
-use crate::core::{monotonic, uuidv7};
+use crate::core::uuidv7;
 use crate::errors::{self, Generator};
-use crate::{guc, shmem};
+use crate::{generate, guc, shmem};
 
 thread_local! {
     /// This backend's random stream. PostgreSQL backends are single-threaded; thread-local
@@ -43,10 +42,8 @@ fn os_seed() -> Result<[u8; 32], getrandom::Error> {
 
 /// The next word of the server-wide UUIDv7 state.
 fn mint_word() -> u64 {
-    let state = shmem::uuidv7_state().unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
-    monotonic::mint(state, &mut WallClock, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy())
-        .unwrap_or_else(|e| errors::raise(errors::mint_error(e, Generator::Uuidv7)))
-        .word
+    let slot = shmem::uuidv7_slot().unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
+    generate::mint(slot, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy(), Generator::Uuidv7)
 }
 
 fn encode(word: u64) -> pgrx::Uuid {

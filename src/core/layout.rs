@@ -25,9 +25,9 @@ pub const ID_BITS: u32 = 63;
 /// 2025-01-01 00:00:00 UTC in Unix milliseconds: the default epoch.
 pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_735_689_600_000;
 
-/// Shared memory keeps one 8-byte word per shard, so the shard field is capped at 2^20 shards
-/// (8 MiB). Every preset is far below this.
-pub const MAX_SHARD_BITS: u32 = 20;
+/// Shared memory keeps a 128-byte slot per shard (its state word and statistics), so the shard
+/// field is capped at 2^16 shards (8 MiB). Sonyflake's 16 bits is the widest preset.
+pub const MAX_SHARD_BITS: u32 = 16;
 
 /// The sequence is reported as an SQL `int`, so it has at most 31 bits.
 pub const MAX_SEQ_BITS: u32 = 31;
@@ -430,7 +430,7 @@ mod tests {
         for bad in ["", "instagram", "41/13", "41/13/9/1", "a/b/c", "41/13/9@", "41/13/9@xms", "-1/13/9"] {
             assert!(matches!(Widths::parse(bad), Err(LayoutError::Syntax(_))), "{bad:?}");
         }
-        assert!(matches!(Widths::parse("40/21/2"), Err(LayoutError::FieldOutOfRange { field: "shard", .. })));
+        assert!(matches!(Widths::parse("40/17/2"), Err(LayoutError::FieldOutOfRange { field: "shard", .. })));
         assert!(matches!(Widths::parse("41/13/0"), Err(LayoutError::FieldOutOfRange { field: "sequence", .. })));
         assert!(matches!(Widths::parse("0/13/9"), Err(LayoutError::FieldOutOfRange { field: "time", .. })));
         assert!(matches!(Widths::parse("41/13/9@0ms"), Err(LayoutError::FieldOutOfRange { field: "tick", .. })));

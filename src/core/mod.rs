@@ -7,6 +7,8 @@
 
 pub mod layout;
 pub mod monotonic;
+pub mod reservation;
 pub mod rng;
+pub mod shards;
 pub mod time;
 pub mod uuidv7;

@@ -76,6 +76,9 @@ pub enum MintError {
     ClockBeforeOrigin { now_unix_ns: i64 },
     /// The next word would need a tick past `max_tick`: the layout has run out of time.
     TimeExhausted { max_tick: u64 },
+    /// The next word lies at or past the durable reservation (`limit_word`): the caller must
+    /// extend the reservation past `word_unix_ms`, then mint again. Never shown to users.
+    Unreserved { word_unix_ms: i64 },
 }
 
 impl Timeline {
@@ -91,6 +94,33 @@ impl Timeline {
     /// Unix nanoseconds of the start of a tick.
     fn tick_start_ns(&self, tick: u64) -> i128 {
         i128::from(self.origin_unix_ms) * i128::from(NS_PER_MS) + i128::from(tick) * self.tick_ns()
+    }
+
+    /// The first word whose tick starts at or after `unix_ms`: every word below it belongs to a
+    /// tick that starts before `unix_ms`. Used both as the reservation limit (words at or past
+    /// it need a reservation first) and as the starting state after a restart.
+    pub fn first_word_at(&self, unix_ms: i64) -> u64 {
+        let Ok(rel_ms) = u64::try_from(i128::from(unix_ms) - i128::from(self.origin_unix_ms)) else { return 0 };
+        let tick = rel_ms.div_ceil(u64::from(self.tick_ms));
+        if tick > self.max_tick {
+            return self.max_word() + 1;
+        }
+        tick << self.low_bits
+    }
+
+    /// Unix milliseconds of the start of a word's tick.
+    pub fn word_unix_ms(&self, word: u64) -> i64 {
+        let ms = i128::from(self.origin_unix_ms) + i128::from(word >> self.low_bits) * i128::from(self.tick_ms);
+        i64::try_from(ms).unwrap_or(i64::MAX)
+    }
+
+    /// How far the clock reads behind the start of the last issued word's tick (0 if not).
+    fn behind_ns(&self, next_free: u64, now_unix_ns: i64) -> u64 {
+        if next_free == 0 {
+            return 0;
+        }
+        let last = self.tick_start_ns((next_free - 1) >> self.low_bits);
+        u64::try_from(last - i128::from(now_unix_ns)).unwrap_or(0)
     }
 
     /// The refusal for a clock that reads `now_unix_ns`, behind the last word issued before
@@ -142,11 +172,22 @@ impl Timeline {
 /// # Errors
 /// See [`MintError`].
 #[inline]
-pub fn next_step(next_free: u64, now_unix_ns: i64, tl: &Timeline, policy: &ClockPolicy) -> Result<Step, MintError> {
+pub fn next_step(
+    next_free: u64,
+    now_unix_ns: i64,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+    limit_word: u64,
+) -> Result<Step, MintError> {
     let (now_word, now_tick) = tl.word_at(now_unix_ns)?;
     let word = next_free.max(now_word);
     if word > tl.max_word() {
         return Err(MintError::TimeExhausted { max_tick: tl.max_tick });
+    }
+    // The reservation must cover the word before anything else, waiting included, so that a
+    // wait is spent on a word that may then be issued.
+    if word >= limit_word {
+        return Err(MintError::Unreserved { word_unix_ms: tl.word_unix_ms(word) });
     }
     let tick = word >> tl.low_bits;
     let lead_ticks = tick.saturating_sub(now_tick);
@@ -190,6 +231,9 @@ pub struct Minted {
     pub lead_ticks: u64,
     /// Time spent waiting for the clock.
     pub waited_ns: u64,
+    /// How far the clock read behind the last issued tick, at worst during the call (0 when it
+    /// never did). More than the lead means the clock stepped back.
+    pub behind_ns: u64,
 }
 
 /// Hands out the next word of the generator whose state is `state`, waiting for the clock when
@@ -205,25 +249,28 @@ pub fn mint(
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
+    limit_word: u64,
 ) -> Result<Minted, MintError> {
     let now = clock.now_unix_ns();
-    match try_mint_fast(state, now, tl) {
-        Some(word) => Ok(Minted { word, lead_ticks: 0, waited_ns: 0 }),
-        None => mint_slow(state, clock, tl, policy, now),
+    match try_mint_fast(state, now, tl, limit_word) {
+        Some(word) => Ok(Minted { word, lead_ticks: 0, waited_ns: 0, behind_ns: 0 }),
+        None => mint_slow(state, clock, tl, policy, limit_word, now),
     }
 }
 
 /// The fast path, taken by almost every call: the next word lies in the clock's own tick
-/// (lead 0), where [`next_step`] would say Issue with nothing to check, and no other backend
-/// got in first. `None` means "take the general path"; nothing was issued then.
+/// (lead 0) and below the reservation, where [`next_step`] would say Issue with nothing to
+/// check, and no other backend got in first. `None` means "take the general path"; nothing was
+/// issued then.
 #[inline]
-pub fn try_mint_fast(state: &AtomicU64, now_unix_ns: i64, tl: &Timeline) -> Option<u64> {
+pub fn try_mint_fast(state: &AtomicU64, now_unix_ns: i64, tl: &Timeline, limit_word: u64) -> Option<u64> {
     let next_free = state.load(Ordering::Acquire);
     let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
     let word = next_free.max(now_word);
     // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
     // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
     (word <= tl.max_word()
+        && word < limit_word
         && word >> tl.low_bits <= now_tick
         && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok())
     .then_some(word)
@@ -238,15 +285,17 @@ fn mint_slow(
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
+    limit_word: u64,
     mut now: i64,
 ) -> Result<Minted, MintError> {
     let mut waited_ns: u64 = 0;
     let mut next_free = state.load(Ordering::Acquire);
+    let mut behind_ns = tl.behind_ns(next_free, now);
     loop {
-        match next_step(next_free, now, tl, policy)? {
+        match next_step(next_free, now, tl, policy, limit_word)? {
             Step::Issue { word, lead_ticks } => {
                 match state.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return Ok(Minted { word, lead_ticks, waited_ns }),
+                    Ok(_) => return Ok(Minted { word, lead_ticks, waited_ns, behind_ns }),
                     Err(actual) => next_free = actual,
                 }
             }
@@ -258,6 +307,7 @@ fn mint_slow(
                 waited_ns += ns;
                 next_free = state.load(Ordering::Acquire);
                 now = clock.now_unix_ns();
+                behind_ns = behind_ns.max(tl.behind_ns(next_free, now));
             }
         }
     }
@@ -310,6 +360,8 @@ mod tests {
         Timeline { origin_unix_ms: 0, tick_ms: 1, low_bits: 9, max_tick: (1 << 41) - 1, sub_tick_fraction: false };
     const STRICT: ClockPolicy = ClockPolicy { max_lead_ms: 0, max_wait_ms: 1000 };
     const LEAD5: ClockPolicy = ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 };
+    /// No reservation limit.
+    const NO_LIMIT: u64 = u64::MAX;
 
     fn tick_seq(word: u64) -> (u64, u64) {
         (word >> 9, word & 511)
@@ -319,8 +371,8 @@ mod tests {
     fn a_fresh_state_starts_at_the_clock() {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(100 * MS + 123);
-        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
-        assert_eq!(m, Minted { word: 100 << 9, lead_ticks: 0, waited_ns: 0 });
+        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        assert_eq!(m, Minted { word: 100 << 9, lead_ticks: 0, waited_ns: 0, behind_ns: 0 });
         assert_eq!(s.load(Ordering::Relaxed), (100 << 9) + 1);
     }
 
@@ -328,11 +380,11 @@ mod tests {
     fn the_epoch_itself_is_tick_zero() {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(0);
-        assert_eq!(mint(&s, &mut c, &TL, &STRICT).unwrap().word, 0);
-        assert_eq!(mint(&s, &mut c, &TL, &STRICT).unwrap().word, 1);
+        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 0);
+        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 1);
         let mut before = FakeClock::at(-1);
         assert_eq!(
-            mint(&AtomicU64::new(0), &mut before, &TL, &STRICT),
+            mint(&AtomicU64::new(0), &mut before, &TL, &STRICT, NO_LIMIT),
             Err(MintError::ClockBeforeOrigin { now_unix_ns: -1 })
         );
     }
@@ -346,7 +398,7 @@ mod tests {
             if step % 300 == 0 {
                 c.now_ns += MS; // the clock moves on now and then
             }
-            let w = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+            let w = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
             if let Some(p) = prev {
                 assert!(w > p, "{w} after {p}");
             }
@@ -354,7 +406,7 @@ mod tests {
         }
         // A later millisecond sorts after everything before it.
         c.now_ns = 1000 * MS;
-        let w = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+        let w = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
         assert_eq!(tick_seq(w), (1000, 0));
     }
 
@@ -363,11 +415,11 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(42 * MS);
         for seq in 0..512 {
-            let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+            let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
             assert_eq!(tick_seq(m.word), (42, seq));
             assert_eq!(m.lead_ticks, 0);
         }
-        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (43, 0));
         assert_eq!(m.lead_ticks, 1);
         assert!(c.slept_ns.is_empty(), "a lead of 1 ms is within 5 ms: no wait");
@@ -379,11 +431,11 @@ mod tests {
         let mut c = FakeClock::at(10 * MS + 250_000); // 0.25 ms into tick 10
                                                       // Ticks 10..=15 (the clock's tick plus a lead of 5) fit without waiting.
         for _ in 0..6 * 512 {
-            mint(&s, &mut c, &TL, &LEAD5).unwrap();
+            mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         }
         assert!(c.slept_ns.is_empty());
         // Tick 16 is 6 ticks ahead: wait until the clock reaches tick 11, 0.75 ms from now.
-        let m = mint(&s, &mut c, &TL, &LEAD5).unwrap();
+        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (16, 0));
         assert_eq!(c.slept_ns, vec![750_000]);
         assert_eq!(m.waited_ns, 750_000);
@@ -395,9 +447,9 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(5 * MS + 900_000);
         for _ in 0..512 {
-            mint(&s, &mut c, &TL, &STRICT).unwrap();
+            mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         }
-        let m = mint(&s, &mut c, &TL, &STRICT).unwrap();
+        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (6, 0));
         assert_eq!(c.slept_ns, vec![100_000]);
         // Even a zero wait budget may wait out one tick.
@@ -405,7 +457,7 @@ mod tests {
         let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..513 {
-            mint(&s, &mut c, &TL, &zero).unwrap();
+            mint(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
         }
         assert_eq!(c.slept_ns, vec![MS as u64]);
     }
@@ -414,17 +466,17 @@ mod tests {
     fn a_small_step_back_is_waited_out_without_a_repeat() {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(1000 * MS);
-        let before = mint(&s, &mut c, &TL, &STRICT).unwrap().word;
+        let before = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
         assert_eq!(tick_seq(before), (1000, 0));
         c.now_ns = 995 * MS + 400_000; // NTP steps back 4.6 ms
-        let after = mint(&s, &mut c, &TL, &STRICT).unwrap();
+        let after = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert!(after.word > before);
         // Strict: the id in tick 1000 may only be issued once the clock reads tick 1000 again.
         assert_eq!(tick_seq(after.word), (1000, 1));
         assert_eq!(c.slept_ns, vec![4_600_000]);
         // With a lead, a step back within the lead needs no wait at all.
         let mut c2 = FakeClock::at(998 * MS);
-        let m = mint(&s, &mut c2, &TL, &LEAD5).unwrap();
+        let m = mint(&s, &mut c2, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!((tick_seq(m.word), m.lead_ticks, m.waited_ns), ((1000, 2), 2, 0));
     }
 
@@ -432,10 +484,10 @@ mod tests {
     fn a_large_step_back_fails_closed_and_leaves_the_state_alone() {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(10_000 * MS);
-        let before = mint(&s, &mut c, &TL, &LEAD5).unwrap().word;
+        let before = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
         let state = s.load(Ordering::Relaxed);
         c.now_ns = 5_000 * MS; // back 5 s: more than the 1 s the policy waits
-        let err = mint(&s, &mut c, &TL, &LEAD5).unwrap_err();
+        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
         assert_eq!(
             err,
             MintError::ClockBehind {
@@ -449,19 +501,19 @@ mod tests {
         assert_eq!(s.load(Ordering::Relaxed), state, "a refusal changes nothing");
         // Once the clock is back, generation resumes above the old id.
         c.now_ns = 10_000 * MS;
-        assert!(mint(&s, &mut c, &TL, &LEAD5).unwrap().word > before);
+        assert!(mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word > before);
     }
 
     #[test]
     fn a_clock_that_keeps_stepping_back_while_we_wait_is_refused() {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(2000 * MS);
-        mint(&s, &mut c, &TL, &STRICT).unwrap();
+        mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         // Back 0.9 s; after each sleep the clock is thrown back to the same point.
         c.now_ns = 1100 * MS;
         c.script = (1..10).map(|r| (r, 1100 * MS)).collect();
         c.reads = 0;
-        let err = mint(&s, &mut c, &TL, &STRICT).unwrap_err();
+        let err = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
         assert!(matches!(err, MintError::ClockBehind { .. }), "{err:?}");
         assert_eq!(c.slept_ns, vec![900 * MS as u64], "waited once, then gave up");
     }
@@ -472,12 +524,69 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(3 * MS);
         for seq in 0..512 {
-            assert_eq!(tick_seq(mint(&s, &mut c, &tl, &LEAD5).unwrap().word), (3, seq));
+            assert_eq!(tick_seq(mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word), (3, seq));
         }
-        assert_eq!(mint(&s, &mut c, &tl, &LEAD5), Err(MintError::TimeExhausted { max_tick: 3 }));
+        assert_eq!(mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT), Err(MintError::TimeExhausted { max_tick: 3 }));
         // A clock past the end is refused too, with a fresh state.
         let mut late = FakeClock::at(4 * MS);
-        assert_eq!(mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5), Err(MintError::TimeExhausted { max_tick: 3 }));
+        assert_eq!(
+            mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5, NO_LIMIT),
+            Err(MintError::TimeExhausted { max_tick: 3 })
+        );
+    }
+
+    #[test]
+    fn the_reservation_limit_is_never_crossed() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(100 * MS);
+        // Reserved up to (not including) 100 ms: nothing in tick 100 may be issued yet.
+        let limit = TL.first_word_at(100);
+        assert_eq!(mint(&s, &mut c, &TL, &LEAD5, limit), Err(MintError::Unreserved { word_unix_ms: 100 }));
+        assert_eq!(s.load(Ordering::Relaxed), 0, "nothing was issued");
+        // Reserved up to 101 ms: the 512 ids of tick 100, then tick 101 needs more.
+        let limit = TL.first_word_at(101);
+        for seq in 0..512 {
+            assert_eq!(tick_seq(mint(&s, &mut c, &TL, &LEAD5, limit).unwrap().word), (100, seq));
+        }
+        assert_eq!(mint(&s, &mut c, &TL, &LEAD5, limit), Err(MintError::Unreserved { word_unix_ms: 101 }));
+        assert_eq!(tick_seq(mint(&s, &mut c, &TL, &LEAD5, TL.first_word_at(102)).unwrap().word), (101, 0));
+    }
+
+    #[test]
+    fn first_word_at_rounds_up_to_a_whole_tick() {
+        let sony = Timeline { origin_unix_ms: 1000, tick_ms: 10, low_bits: 8, max_tick: 100, sub_tick_fraction: false };
+        assert_eq!(sony.first_word_at(0), 0, "before the epoch");
+        assert_eq!(sony.first_word_at(1000), 0);
+        assert_eq!(sony.first_word_at(1001), 1 << 8, "1001 ms lies inside tick 0, so tick 1 is the first after");
+        assert_eq!(sony.first_word_at(1010), 1 << 8);
+        assert_eq!(sony.word_unix_ms(1 << 8 | 77), 1010);
+        assert_eq!(sony.first_word_at(1000 + 101 * 10), sony.max_word() + 1, "past the last tick");
+    }
+
+    #[test]
+    fn after_a_restart_ids_start_at_the_reservation_whatever_the_clock() {
+        // The state restarts at the reservation (2000 ms) while the clock reads 1500 ms: the
+        // half-second gap is waited out, and the first id is at 2000 ms.
+        let s = AtomicU64::new(TL.first_word_at(2000));
+        let mut c = FakeClock::at(1500 * MS);
+        let m = mint(&s, &mut c, &TL, &LEAD5, TL.first_word_at(2500)).unwrap();
+        assert_eq!(tick_seq(m.word), (2000, 0));
+        assert_eq!(c.slept_ns, vec![495 * MS as u64], "waits until the word is within the 5 ms lead");
+        // Ten seconds back is more than max_rewind_wait: refused, nothing issued.
+        let s = AtomicU64::new(TL.first_word_at(12_000));
+        let mut c = FakeClock::at(2000 * MS);
+        assert!(matches!(mint(&s, &mut c, &TL, &LEAD5, u64::MAX), Err(MintError::ClockBehind { .. })));
+        assert_eq!(s.load(Ordering::Relaxed), TL.first_word_at(12_000));
+    }
+
+    #[test]
+    fn a_step_back_is_reported_in_the_outcome() {
+        let s = AtomicU64::new(0);
+        let mut c = FakeClock::at(1000 * MS);
+        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().behind_ns, 0);
+        c.now_ns = 990 * MS;
+        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        assert_eq!((m.behind_ns, m.waited_ns), (10 * MS as u64, 10 * MS as u64));
     }
 
     #[test]
@@ -489,9 +598,9 @@ mod tests {
         assert_eq!(tl.word_at(7 * MS + 999_999), Ok(((7 << 12) | 4095, 7)));
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(7 * MS + 999_999);
-        let a = mint(&s, &mut c, &tl, &LEAD5).unwrap().word;
+        let a = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
         // The fraction is already at its top: the next value carries into the next ms.
-        let b = mint(&s, &mut c, &tl, &LEAD5).unwrap().word;
+        let b = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
         assert_eq!((a, b), ((7 << 12) | 4095, 8 << 12));
     }
 
@@ -514,7 +623,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut words = Vec::with_capacity(20_000);
                     for _ in 0..20_000 {
-                        words.push(mint(&s, &mut Real, &TL, &LEAD5).unwrap().word);
+                        words.push(mint(&s, &mut Real, &TL, &LEAD5, NO_LIMIT).unwrap().word);
                     }
                     words
                 })

@@ -1,0 +1,141 @@
+//! The durable high-water mark: a reservation of time, kept in a small file in the data
+//! directory, below which every id ever issued lies.
+//!
+//! Invariant: every id issued by this data directory, for any shard and for UUIDv7, carries a
+//! time (the start of its tick) before `reserved_until`, and `reserved_until` is on disk before
+//! any such id is handed out. So after a crash or restart, starting every generator at
+//! `reserved_until` makes every new id greater than every id issued before, whatever the clock
+//! says. If the clock then reads earlier than the reservation, the ordinary clock policy applies:
+//! a short gap is waited out, a long one fails closed.
+//!
+//! The reservation runs [`RESERVE_AHEAD_MS`] ahead of the ids being issued and is renewed when
+//! ids come within [`REFRESH_MARGIN_MS`] of it, so under steady load the file is written about
+//! every quarter of a second, never once per id, and no WAL is involved.
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::Layout;
+
+/// How far past the newest id a reservation reaches.
+pub const RESERVE_AHEAD_MS: i64 = 500;
+/// Ids this close to the reservation trigger a renewal (without waiting for it).
+pub const REFRESH_MARGIN_MS: i64 = 250;
+/// The file, relative to the data directory.
+pub const FILE_NAME: &str = "snowflake_id.state";
+/// The current file format.
+pub const FORMAT: u32 = 1;
+
+/// The file's contents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub format: u32,
+    /// No id issued from this data directory carries a time at or after this Unix millisecond.
+    pub reserved_until_unix_ms: i64,
+    /// The layout and epoch the ids were issued with: a restart with others is refused.
+    pub layout: String,
+    pub epoch_unix_ms: i64,
+    /// When the file was written, for operators.
+    pub written_at_unix_ms: i64,
+}
+
+impl Reservation {
+    pub fn new(layout: &Layout, reserved_until_unix_ms: i64, now_unix_ms: i64) -> Self {
+        Reservation {
+            format: FORMAT,
+            reserved_until_unix_ms,
+            layout: layout.widths().to_string(),
+            epoch_unix_ms: layout.epoch_unix_ms(),
+            written_at_unix_ms: now_unix_ms,
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).expect("a plain struct always serialises");
+        v.push(b'\n');
+        v
+    }
+
+    /// # Errors
+    /// A message when the bytes are not a reservation this version understands.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        let r: Reservation = serde_json::from_slice(bytes).map_err(|e| format!("it is not valid: {e}"))?;
+        if r.format != FORMAT {
+            return Err(format!("it has format {}, and this version reads format {FORMAT}", r.format));
+        }
+        Ok(r)
+    }
+
+    /// Refuses to continue an id space under a different layout or epoch: the same bits would
+    /// mean other things, and new ids could repeat old ones.
+    ///
+    /// # Errors
+    /// A message naming what changed.
+    pub fn check_layout(&self, layout: &Layout) -> Result<(), String> {
+        let now = layout.widths().to_string();
+        if self.layout != now || self.epoch_unix_ms != layout.epoch_unix_ms() {
+            return Err(format!(
+                "ids in this data directory were issued with layout {} and epoch {}, but the server now has layout {} and epoch {}",
+                self.layout,
+                super::time::format_unix_ms(self.epoch_unix_ms),
+                now,
+                super::time::format_unix_ms(layout.epoch_unix_ms())
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The reservation to write so that a word starting at `word_unix_ms` may be issued: ahead of
+/// that word and of the clock, and never behind the current one.
+pub fn renewal_target(current: i64, word_unix_ms: i64, now_unix_ms: i64) -> i64 {
+    current.max(word_unix_ms.max(now_unix_ms).saturating_add(RESERVE_AHEAD_MS))
+}
+
+/// Whether an id starting at `word_unix_ms` is close enough to the reservation to renew it now,
+/// before anyone has to wait for it.
+pub fn due_for_renewal(current: i64, word_unix_ms: i64) -> bool {
+    word_unix_ms.saturating_add(REFRESH_MARGIN_MS) >= current
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::layout::{Widths, DEFAULT_EPOCH_UNIX_MS};
+
+    #[test]
+    fn round_trips_through_json() {
+        let r = Reservation::new(&Layout::DEFAULT, 1_800_000_000_500, 1_800_000_000_000);
+        let text = String::from_utf8(r.to_bytes()).unwrap();
+        assert!(text.contains("\"reserved_until_unix_ms\": 1800000000500"), "{text}");
+        assert!(text.contains("\"layout\": \"41/13/9\""), "{text}");
+        assert_eq!(Reservation::from_bytes(text.as_bytes()), Ok(r));
+    }
+
+    #[test]
+    fn refuses_other_formats_and_garbage() {
+        assert!(Reservation::from_bytes(b"").is_err());
+        assert!(Reservation::from_bytes(b"{\"format\": 1}").is_err());
+        let mut r = Reservation::new(&Layout::DEFAULT, 1, 1);
+        r.format = 2;
+        assert!(Reservation::from_bytes(&r.to_bytes()).unwrap_err().contains("format 2"));
+    }
+
+    #[test]
+    fn a_changed_layout_or_epoch_is_refused() {
+        let r = Reservation::new(&Layout::DEFAULT, 1, 1);
+        assert_eq!(r.check_layout(&Layout::DEFAULT), Ok(()));
+        let twitter = Layout::new(Widths::TWITTER, DEFAULT_EPOCH_UNIX_MS).unwrap();
+        assert!(r.check_layout(&twitter).unwrap_err().contains("layout 41/13/9"));
+        let later = Layout::new(Widths::DEFAULT, DEFAULT_EPOCH_UNIX_MS + 1).unwrap();
+        assert!(r.check_layout(&later).is_err());
+    }
+
+    #[test]
+    fn renewal_reaches_past_the_word_and_the_clock() {
+        assert_eq!(renewal_target(0, 1000, 900), 1500);
+        assert_eq!(renewal_target(0, 900, 1000), 1500, "a clock ahead of the ids");
+        assert_eq!(renewal_target(5000, 1000, 1000), 5000, "never moves back");
+        assert!(!due_for_renewal(1500, 1249));
+        assert!(due_for_renewal(1500, 1250));
+    }
+}

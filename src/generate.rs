@@ -1,0 +1,77 @@
+//! The one mint loop every generator goes through: the core state machine, plus the durable
+//! reservation and the statistics that need shared memory and I/O.
+
+use std::sync::atomic::Ordering;
+
+use crate::clock::WallClock;
+use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline};
+use crate::core::reservation::REFRESH_MARGIN_MS;
+use crate::core::time::NS_PER_MS;
+use crate::errors::{self, Generator};
+use crate::reservation;
+use crate::shmem::{self, Slot};
+
+/// The word below which ids may be issued without touching the reservation: the reservation,
+/// less the renewal margin, so that the fast path never runs into it.
+#[inline]
+pub fn fast_limit(tl: &Timeline) -> u64 {
+    tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS))
+}
+
+/// Mints one word on `slot`, renewing the reservation when due and recording statistics.
+/// Raises the generator's error (with its SQLSTATE) when no word can be issued.
+pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
+    loop {
+        let limit = tl.first_word_at(shmem::reserved_until());
+        match monotonic::mint(&slot.next_free, &mut WallClock, tl, policy, limit) {
+            Ok(m) => {
+                record(slot, &m, tl, policy);
+                let word_ms = tl.word_unix_ms(m.word);
+                if crate::core::reservation::due_for_renewal(shmem::reserved_until(), word_ms) {
+                    // Opportunistic: the id is already covered; whoever gets the lock renews.
+                    if let Err(e) = reservation::renew(word_ms, false) {
+                        errors::raise(e);
+                    }
+                }
+                return m.word;
+            }
+            // The reservation must cover the word before it is issued: renew (waiting for the
+            // lock if another backend is renewing), then mint again.
+            Err(MintError::Unreserved { word_unix_ms }) => {
+                if let Err(e) = reservation::renew(word_unix_ms, true) {
+                    slot.errors.fetch_add(1, Ordering::Relaxed);
+                    errors::raise(e);
+                }
+            }
+            Err(e) => {
+                slot.errors.fetch_add(1, Ordering::Relaxed);
+                if let MintError::ClockBehind { behind_ns, .. } = e {
+                    record_backstep(slot, behind_ns);
+                }
+                errors::raise(errors::mint_error(e, generator));
+            }
+        }
+    }
+}
+
+fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
+    slot.issued.fetch_add(1, Ordering::Relaxed);
+    if m.lead_ticks > 0 {
+        slot.ahead.fetch_add(1, Ordering::Relaxed);
+        slot.max_lead_ms.fetch_max(m.lead_ticks * u64::from(tl.tick_ms), Ordering::Relaxed);
+    }
+    if m.waited_ns > 0 {
+        slot.waits.fetch_add(1, Ordering::Relaxed);
+        slot.wait_ns.fetch_add(m.waited_ns, Ordering::Relaxed);
+    }
+    // Within the lead, a clock behind the last id is the generator's own borrowing; past it,
+    // the clock stepped back.
+    if m.behind_ns > u64::from(policy.max_lead_ms) * NS_PER_MS as u64 {
+        record_backstep(slot, m.behind_ns);
+    }
+}
+
+fn record_backstep(slot: &Slot, behind_ns: u64) {
+    slot.backsteps.fetch_add(1, Ordering::Relaxed);
+    slot.max_backstep_ms.fetch_max(behind_ns.div_ceil(NS_PER_MS as u64), Ordering::Relaxed);
+}
