@@ -60,13 +60,15 @@ END $$;
 class Gen:
     """One generator: how to call it per row (`expr`, may use the row number g) and as a DEFAULT."""
 
-    def __init__(self, key, label, sql_type, expr, default=None, session="", inserts_only=False):
+    def __init__(self, key, label, sql_type, expr, default=None, session="", inserts_only=False, reference=False):
         self.key, self.label, self.sql_type, self.expr = key, label, sql_type, expr
         self.default = default or expr
         # SQL run in the session before the measured statement (settings).
         self.session = session
         # Only measured in the insert and order phase (a variant of another generator).
         self.inserts_only = inserts_only
+        # Only measured per id (a reference point, not a key).
+        self.reference = reference
 
 
 def all_generators(pg_major, available):
@@ -85,6 +87,10 @@ def all_generators(pg_major, available):
     ]
     if pg_major >= 18:
         gens.append(Gen("core_uuidv7", "core uuidv7() (PG18)", "uuid", "pg_catalog.uuidv7()"))
+    # Not an id generator: one clock read through the function-call machinery, the floor under
+    # every time-based generator. Measured per id only.
+    gens.append(Gen("clock_timestamp", "clock_timestamp() (reference)", "timestamptz", "clock_timestamp()",
+                    reference=True))
     notes = []
     if "pg_uuidv7" in available:
         gens.append(Gen("pg_uuidv7", "pg_uuidv7 uuid_generate_v7()", "uuid", "uuid_generate_v7()"))
@@ -364,6 +370,8 @@ def report(gens, results, notes):
         "|---|---|---|",
     ]
     for g in calls:
+        if g.reference:
+            continue
         lines.append(f"| {g.label} | {rt['1'][g.key]:,.0f} | {rt['2'][g.key]:,.0f} |")
     lines += [
         "",
@@ -377,6 +385,8 @@ def report(gens, results, notes):
         "|---|---|---|---|---|---|---|",
     ]
     for g in gens:
+        if g.reference:
+            continue
         i = ins[g.key]
         lines.append(
             f"| {g.label} | {i['insert_ms']:.0f} | {i['index_bytes'] / 1048576:.1f} | {i['table_bytes'] / 1048576:.1f} | "
@@ -394,8 +404,39 @@ def report(gens, results, notes):
         "|---|---|---|---|",
     ]
     for g in calls:
+        if g.reference:
+            continue
         s = sc[g.key]
         lines.append(f"| {g.label} | {s['1']:,.0f} | {s['2']:,.0f} | {s['2'] / s['1']:.2f} |")
+    lines += ["", "## Targets missed, and why", ""]
+    missed = [t for t in targets if not t[2]]
+    if not missed:
+        lines.append("None in this run.")
+    clock = pid.get("clock_timestamp")
+    for name, val, _ in missed:
+        if name.startswith("`snowflake_next` per-id"):
+            lines.append(
+                f"- {name}: {val:.2f}, {val / 0.25 - 1:.0%} over. `snowflake_next` costs {sn:.0f} ns per id against "
+                f"{nv:.0f} ns for `nextval`, so the target allows {0.25 * nv:.0f} ns. A bare `clock_timestamp()` call, "
+                f"one clock read through the same function-call machinery, already costs {clock:.0f} ns here; "
+                "the rest is one compare-and-swap and the layout arithmetic. Meeting 1/4 would need a clock cheaper "
+                "than the kernel's `CLOCK_REALTIME`, which we did not trade for correctness."
+            )
+        elif name.startswith("1M-row insert"):
+            ceiling_ms = results["config"]["insert_rows"] / results["single_shard"]["ceiling_ids_per_ms"]
+            lead = ins.get("snowflake_next_lead1s")
+            extra = (f" With `snowflake_id.max_lead = '1s'` for the session the same insert takes {lead['insert_ms']:.0f} ms "
+                     f"({lead['insert_ms'] / ins['nextval']['insert_ms']:.2f}× bigserial).") if lead else ""
+            lines.append(
+                f"- {name}: {val:.2f}×. Every row goes to shard 7, and one shard mints at most "
+                f"{results['single_shard']['ceiling_ids_per_ms']:.0f} ids per millisecond, so "
+                f"{results['config']['insert_rows']:,} rows need at least {ceiling_ms:.0f} ms of clock; bigserial "
+                f"took {ins['nextval']['insert_ms']:.0f} ms. The layout's ceiling, not the generator's cost, sets "
+                "the pace: spread bulk loads over shards, raise `snowflake_id.max_lead`, or choose a layout with "
+                f"more sequence bits.{extra}"
+            )
+        else:
+            lines.append(f"- {name}: {fmt_ratio(val)}.")
     lines += ["", "## Notes", ""] + [f"- {n}" for n in notes] + [
         "- The machine is shared and noisy: read the ratios, and rerun before trusting a small difference.",
         "- `jit = off` for the per-id and scaling queries, so that JIT compilation does not favour one generator.",
@@ -441,11 +482,12 @@ def main():
         "generators": {g.key: {"label": g.label, "type": g.sql_type, "expr": g.expr} for g in gens},
     }
     calls = [g for g in gens if not g.inserts_only]
+    keys = [g for g in gens if not g.reference]
     results["per_id"] = per_id_cost(calls, args.rows, args.reps)
     results["single_shard"] = single_shard_throughput(args.rows, args.reps)
-    results["round_trips"] = pgbench_round_trips(calls, args.pgbench_seconds, args.reps)
-    results["inserts"] = inserts(gens, args.insert_rows, args.reps)
-    results["scaling"] = scaling(calls, args.rows, args.reps)
+    results["round_trips"] = pgbench_round_trips([g for g in calls if not g.reference], args.pgbench_seconds, args.reps)
+    results["inserts"] = inserts(keys, args.insert_rows, args.reps)
+    results["scaling"] = scaling([g for g in calls if not g.reference], args.rows, args.reps)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     charts(gens, results)

@@ -108,6 +108,16 @@ check "layout and epoch cannot change on a running server" "55P02" \
   "$(q -c "\\set ON_ERROR_STOP 0" -c "SET snowflake_id.layout = 'twitter'" -c "\\echo :LAST_ERROR_SQLSTATE" 2>/dev/null | tail -n 1)"
 
 set_conf "snowflake_id.layout = 'sonyflake'" "snowflake_id.epoch = '2020-01-01 00:00:00+00'"
+# The reservation file remembers the layout the ids were issued with: changing it is refused.
+: | as_postgres tee "$SNOWFLAKE_RUN_DIR/$NAME/server.log" >/dev/null
+if as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SNOWFLAKE_RUN_DIR/$NAME/data" -l "$SNOWFLAKE_RUN_DIR/$NAME/server.log" -w -t 30 -m fast restart >/dev/null 2>&1; then
+  fail "the server started with a new layout over an id space issued with another"
+else
+  check "a new layout over an existing id space is refused at start" "t" \
+    "$(grep -q "were issued with layout 41/13/9" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" && echo t || echo f)"
+fi
+# Starting a new id space on purpose: remove the reservation.
+as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
 cluster_restart "$V" "$NAME"
 check "sonyflake preset at start: the layout reports it" "39/16/8@10ms|2020-01-01 00:00:00+00|65535|25.6" \
   "$(q -c "SELECT layout, epoch, max_shard, ids_per_ms FROM snowflake_layout()")"
@@ -132,6 +142,7 @@ for bad in "snowflake_id.layout = '41/13/10'|needs 64 bits" \
   fi
 done
 set_conf
+as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
 cluster_restart "$V" "$NAME"
 check "back on the default layout" "41/13/9" "$(q -c "SELECT layout FROM snowflake_layout()")"
 

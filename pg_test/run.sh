@@ -4,7 +4,9 @@
 #   pg_test/run.sh 15          # expects snowflake_id installed into PostgreSQL 15
 #
 # 1. pg_regress: pg_test/sql/*.sql against pg_test/expected/*.out (generator, readers, errors);
-# 2. cluster tests (pg_test/cluster.sh): concurrency, k-sortedness, layouts and preloading.
+# 2. cluster tests (pg_test/cluster.sh): concurrency, k-sortedness, layouts, UUIDv7;
+# 3. fault tests (pg_test/faults.sh): crashes, restarts, clock steps, load, fencing, bad input;
+# 4. a restart without the preload.
 # Prints "N passed, N failed" and exits non-zero on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
@@ -50,6 +52,7 @@ log "cluster tests on PostgreSQL $V"
 psql -X -q -c "CREATE DATABASE sfid_cluster" >/dev/null
 q -c "CREATE EXTENSION snowflake_id"
 source "$REPO_ROOT/pg_test/cluster.sh"
+source "$REPO_ROOT/pg_test/faults.sh"
 
 log "without shared_preload_libraries"
 conf="$SNOWFLAKE_RUN_DIR/$NAME/data/postgresql.conf"

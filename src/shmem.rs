@@ -27,7 +27,8 @@
 //!   out word `w` to exactly that caller, or fails and the caller retries with the value it saw.
 //!   There is no lock, so there is nothing to wait on and nothing a crash can leave held. The
 //!   critical section is the one CAS instruction: it cannot block, allocate, call SPI or raise.
-//!   The word only grows; a refused call leaves it as it was.
+//!   The word only grows; a refused call leaves it as it was. `snowflake_id_advance()` may also
+//!   raise it with an atomic `fetch_max`, which a concurrent CAS simply sees and retries on.
 //! - **The statistics** in a slot are independent counters, bumped with relaxed atomic adds (or
 //!   `fetch_max`) after the CAS. Readers load them without any lock; a reader may see one counter
 //!   a few ids ahead of another, never a torn value.
@@ -262,7 +263,8 @@ impl ReservationLock {
                 pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE)
             }
         };
-        (got || wait).then_some(ReservationLock(lock))
+        // `then`, not `then_some`: building the guard eagerly would release a lock we do not hold.
+        (got || wait).then(|| ReservationLock(lock))
     }
 
     /// Publishes a reservation that is now on disk. Only the lock holder may call it.

@@ -82,7 +82,7 @@ SELECT * FROM snowflake_layout('41/13/10');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM snowflake_layout('instagram');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM snowflake_layout('41/21/1');
+SELECT * FROM snowflake_layout('41/17/5');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM snowflake_layout('default', '1969-12-31 23:59:59+00');
 \echo :LAST_ERROR_SQLSTATE

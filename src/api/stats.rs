@@ -131,3 +131,30 @@ REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
     name = "snowflake_id_stats_view",
     requires = [snowflake_id_stats, snowflake_id_stats_reset]
 );
+
+/// Moves every generator, and the durable reservation, so that the next id of each is at or
+/// after `ts`. For a promoted standby, which does not have the old primary's reservation file.
+/// Generators only move forward; a `ts` in the past changes nothing. Superuser only.
+///
+/// VOLATILE (it changes shared state) and PARALLEL UNSAFE (it writes the reservation file).
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
+    let until = super::unix_ms(ts)?;
+    let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
+    let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
+    // The reservation first: no generator may stand past a reservation that is not on disk.
+    crate::reservation::renew(until, true)?;
+    uuid.next_free.fetch_max(uuidv7::TIMELINE.first_word_at(until), Ordering::AcqRel);
+    let first = guc::layout().timeline().first_word_at(until);
+    for (_, slot) in shards {
+        slot.next_free.fetch_max(first, Ordering::AcqRel);
+    }
+    let (reserved, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
+    super::timestamptz_from_ms(reserved)
+}
+
+extension_sql!(
+    "REVOKE ALL ON FUNCTION snowflake_id_advance(timestamptz) FROM PUBLIC;\n",
+    name = "snowflake_id_advance_grant",
+    requires = [snowflake_id_advance]
+);
