@@ -31,19 +31,23 @@ for v in $PG_VERSIONS; do
   $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR"
   $SUDO rm -rf "$pgdata" && $SUDO install -d -o postgres -g postgres -m 0700 "$pgdata"
   out="$(mktemp)"
-  if cargo pgrx test "pg$v" --runas postgres --pgdata "$pgdata" 2>&1 | tee "$out"; then :; fi
+  rc=0
+  cargo pgrx test "pg$v" --runas postgres --pgdata "$pgdata" 2>&1 | tee "$out" || rc=$?
   line="$(grep -E '^test result:' "$out" | tail -n 1 || true)"
   p="$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
   if [ -z "$p" ]; then p=0 f=1; fi # no result line: the build or the harness failed
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # failed after its summary line
   tally "cargo pgrx test pg$v" "$p" "$f"
   rm -f "$out"
 
   install_extension "$v"
   out="$(mktemp)"
-  if bash pg_test/run.sh "$v" 2>&1 | tee "$out"; then :; fi
-  line="$(grep -E "^PostgreSQL $v: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1 || true)"
+  rc=0
+  bash pg_test/run.sh "$v" 2>&1 | tee "$out" || rc=$?
+  line="$(grep -aE "^PostgreSQL $v: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1 || true)"
   p="$(sed -nE 's/.*: ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
   if [ -z "$p" ]; then p=0 f=1; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   tally "pg_test PostgreSQL $v" "$p" "$f"
   rm -f "$out"
 done

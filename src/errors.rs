@@ -10,6 +10,7 @@
 //! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
 //! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout |
 //! | 58030 | io_error | the reservation file cannot be read or written |
+//! | 25006 | read_only_sql_transaction | a generator on a hot standby |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
 //! sentences.
@@ -204,4 +205,22 @@ pub fn reservation_unusable(why: &str) -> ErrorReport {
     )
     .set_detail(format!("{}{}.", why[..1].to_uppercase(), &why[1..]))
     .set_hint("Restore the previous snowflake_id.layout and snowflake_id.epoch. To start a new id space on purpose, make sure no old ids share a table with new ones, then remove the file from the data directory.")
+}
+
+/// A generator called on a hot standby.
+pub fn in_recovery() -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot mint ids during recovery", FUNC)
+        .set_detail("A standby shares its primary's shards; ids minted here would repeat the primary's.")
+        .set_hint("Mint ids on the primary. After promoting this server, see snowflake_id_advance().")
+}
+
+/// `snowflake_id_advance` to a point it must not reach.
+pub fn advance_too_far(ts_unix_ms: i64, limit: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("cannot advance the generators to {}", time::format_unix_ms(ts_unix_ms)),
+        FUNC,
+    )
+    .set_detail(format!("It is {limit}; the move would be permanent."))
+    .set_hint("Pass the old primary's reservation, or now() plus the clock skew you allow.")
 }

@@ -1,7 +1,10 @@
 //! The one mint loop every generator goes through: the core state machine, plus the durable
 //! reservation and the statistics that need shared memory and I/O.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
+
+use pgrx::PgLogLevel;
 
 use crate::clock::WallClock;
 use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline};
@@ -18,9 +21,37 @@ pub fn fast_limit(tl: &Timeline) -> u64 {
     tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS))
 }
 
+thread_local! {
+    /// Set once this backend has seen that the server is not in recovery, which, once true,
+    /// stays true for the life of the process (promotion is one-way). The fast entry of
+    /// `snowflake_next` reads it instead of calling into PostgreSQL.
+    static NOT_IN_RECOVERY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this backend already knows the server is a primary.
+#[inline]
+pub fn known_primary() -> bool {
+    NOT_IN_RECOVERY.get()
+}
+
+/// A hot standby shares its primary's configuration, shards included: minting there would
+/// repeat the primary's ids. Refuse until promotion.
+fn refuse_during_recovery(slot: &Slot) {
+    if known_primary() {
+        return;
+    }
+    // SAFETY: a plain query of the startup state; callable from any backend.
+    if unsafe { pgrx::pg_sys::RecoveryInProgress() } {
+        slot.errors.fetch_add(1, Ordering::Relaxed);
+        errors::raise(errors::in_recovery());
+    }
+    NOT_IN_RECOVERY.set(true);
+}
+
 /// Mints one word on `slot`, renewing the reservation when due and recording statistics.
 /// Raises the generator's error (with its SQLSTATE) when no word can be issued.
 pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
+    refuse_during_recovery(slot);
     loop {
         let limit = tl.first_word_at(shmem::reserved_until());
         match monotonic::mint(&slot.next_free, &mut WallClock, tl, policy, limit) {
@@ -28,9 +59,10 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
                 record(slot, &m, tl, policy);
                 let word_ms = tl.word_unix_ms(m.word);
                 if crate::core::reservation::due_for_renewal(shmem::reserved_until(), word_ms) {
-                    // Opportunistic: the id is already covered; whoever gets the lock renews.
+                    // Opportunistic: the id is already covered and handed out, so a failure here
+                    // is only a warning; the next call that needs the renewal fails closed.
                     if let Err(e) = reservation::renew(word_ms, false) {
-                        errors::raise(e);
+                        e.report(PgLogLevel::WARNING);
                     }
                 }
                 return m.word;

@@ -129,11 +129,11 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"snowflake_id.debug_clock_offset",
-        c"For fault-injection tests only: milliseconds added to the clock the generators read.",
-        c"0, the default, is off. It can step the clock back or forward but never make ids repeat: the generators treat it like any clock step.",
+        c"For fault-injection tests only: steps the generators' clock back by this many milliseconds (a negative value).",
+        c"0, the default, is off. It never makes ids repeat: the generators treat it like any clock step back. Only backward steps are allowed, so it cannot push the durable reservation into the future.",
         &DEBUG_CLOCK_OFFSET_MS,
         -86_400_000,
-        86_400_000,
+        0,
         GucContext::Suset,
         GucFlags::UNIT_MS,
     );

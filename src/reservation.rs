@@ -51,7 +51,11 @@ fn write_durably(r: &Reservation) -> io::Result<()> {
 /// An I/O error writing the file (SQLSTATE 58030). The reservation is unchanged then, so no id
 /// past it is issued: the server fails closed.
 pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
-    let Some(lock) = ReservationLock::acquire(must) else { return Ok(()) };
+    let Some(lock) = ReservationLock::acquire(must) else {
+        // Without the lock (only when not preloaded, as acquire(true) always gets it), a
+        // mandatory renewal cannot happen: fail rather than let the caller retry forever.
+        return if must { Err(errors::not_preloaded()) } else { Ok(()) };
+    };
     // Someone may have renewed while we waited.
     let current = shmem::reserved_until();
     let covered = if must { word_unix_ms < current } else { !rules::due_for_renewal(current, word_unix_ms) };

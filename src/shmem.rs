@@ -173,19 +173,33 @@ unsafe extern "C-unwind" fn shmem_startup() {
     }
 }
 
-/// The segment, or [`NotPreloaded`].
-#[inline]
-fn segment() -> Result<&'static Header, NotPreloaded> {
-    let base = SEGMENT.load(Ordering::Acquire);
-    // SAFETY: non-null only once shmem_startup has initialised the segment, which lives as long
-    // as the server.
-    unsafe { base.as_ref() }.ok_or(NotPreloaded)
+/// The segment, or [`NotPreloaded`]. A thin handle on the raw pointer, so that slot addresses
+/// are derived from the whole segment, not from a reference to its header alone.
+#[derive(Clone, Copy)]
+struct Segment(*mut Header);
+
+impl Segment {
+    fn header(self) -> &'static Header {
+        // SAFETY: non-null (checked in `segment`), initialised by shmem_startup, and alive as long
+        // as the server.
+        unsafe { &*self.0 }
+    }
+
+    fn slot(self, index: usize) -> &'static Slot {
+        // SAFETY: `1 + shard_count` slots follow the header within the segment; callers pass an
+        // index below that.
+        unsafe { &*self.0.add(1).cast::<Slot>().add(index) }
+    }
 }
 
 #[inline]
-fn slot_at(header: &'static Header, index: usize) -> &'static Slot {
-    // SAFETY: `1 + shard_count` slots follow the header; callers pass an index below that.
-    unsafe { &*(header as *const Header).add(1).cast::<Slot>().add(index) }
+fn segment() -> Result<Segment, NotPreloaded> {
+    let base = SEGMENT.load(Ordering::Acquire);
+    if base.is_null() {
+        Err(NotPreloaded)
+    } else {
+        Ok(Segment(base))
+    }
 }
 
 /// The slot of one shard.
@@ -196,17 +210,18 @@ fn slot_at(header: &'static Header, index: usize) -> &'static Slot {
 /// # Panics
 /// When `shard` is outside the segment: callers check it against the layout first.
 pub fn shard_slot(shard: u32) -> Result<&'static Slot, NotPreloaded> {
-    let header = segment()?;
-    assert!(u64::from(shard) < header.shard_count, "shard {shard} outside a segment of {} shards", header.shard_count);
-    Ok(slot_at(header, 1 + shard as usize))
+    let seg = segment()?;
+    let count = seg.header().shard_count;
+    assert!(u64::from(shard) < count, "shard {shard} outside a segment of {count} shards");
+    Ok(seg.slot(1 + shard as usize))
 }
 
 /// The slot of one shard, or `None` when the library is not preloaded or the shard is outside
 /// the segment. Never panics: the generator's unguarded fast entry uses it.
 #[inline]
 pub fn try_shard_slot(shard: u32) -> Option<&'static Slot> {
-    let header = segment().ok()?;
-    (u64::from(shard) < header.shard_count).then(|| slot_at(header, 1 + shard as usize))
+    let seg = segment().ok()?;
+    (u64::from(shard) < seg.header().shard_count).then(|| seg.slot(1 + shard as usize))
 }
 
 /// The UUIDv7 slot.
@@ -214,7 +229,7 @@ pub fn try_shard_slot(shard: u32) -> Option<&'static Slot> {
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
 pub fn uuidv7_slot() -> Result<&'static Slot, NotPreloaded> {
-    Ok(slot_at(segment()?, 0))
+    Ok(segment()?.slot(0))
 }
 
 /// Every shard slot with its shard number, for the statistics view.
@@ -222,14 +237,14 @@ pub fn uuidv7_slot() -> Result<&'static Slot, NotPreloaded> {
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
 pub fn shard_slots() -> Result<impl Iterator<Item = (u32, &'static Slot)>, NotPreloaded> {
-    let header = segment()?;
-    Ok((0..header.shard_count as u32).map(move |s| (s, slot_at(header, 1 + s as usize))))
+    let seg = segment()?;
+    Ok((0..seg.header().shard_count as u32).map(move |s| (s, seg.slot(1 + s as usize))))
 }
 
 /// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.
 #[inline]
 pub fn reserved_until() -> i64 {
-    segment().map_or(i64::MIN, |h| h.reserved_until_unix_ms.load(Ordering::Acquire))
+    segment().map_or(i64::MIN, |s| s.header().reserved_until_unix_ms.load(Ordering::Acquire))
 }
 
 /// The reservation's statistics: (reserved until, file writes, last write).
@@ -237,7 +252,7 @@ pub fn reserved_until() -> i64 {
 /// # Errors
 /// [`NotPreloaded`] when the segment does not exist.
 pub fn reservation_stats() -> Result<(i64, u64, i64), NotPreloaded> {
-    let h = segment()?;
+    let h = segment()?.header();
     Ok((
         h.reserved_until_unix_ms.load(Ordering::Acquire),
         h.reservation_writes.load(Ordering::Relaxed),
@@ -269,7 +284,8 @@ impl ReservationLock {
 
     /// Publishes a reservation that is now on disk. Only the lock holder may call it.
     pub fn publish(&self, reserved_until_unix_ms: i64, written_at_unix_ms: i64) {
-        if let Ok(h) = segment() {
+        if let Ok(seg) = segment() {
+            let h = seg.header();
             h.reserved_until_unix_ms.fetch_max(reserved_until_unix_ms, Ordering::AcqRel);
             h.reservation_writes.fetch_add(1, Ordering::Relaxed);
             h.reservation_written_at.store(written_at_unix_ms, Ordering::Relaxed);

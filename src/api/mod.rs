@@ -27,7 +27,7 @@ pub(crate) fn unix_us(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     if !ts.is_finite() {
         return Err(errors::timestamp_out_of_range());
     }
-    Ok(time::unix_us_from_pg_us(ts.into_inner()))
+    time::unix_us_from_pg_us(ts.into_inner()).ok_or_else(errors::timestamp_out_of_range)
 }
 
 /// The Unix millisecond holding a finite `timestamptz`.

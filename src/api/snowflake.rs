@@ -60,7 +60,8 @@ fn mint(shard: i64) -> i64 {
 /// of its cost (`make bench`). So the common case, a valid shard whose next id lies in the
 /// clock's own tick, is served here: argument, layout check, one clock read, one
 /// compare-and-swap, one counter. It allocates nothing, raises nothing and takes no lock; a panic
-/// is caught just the same. Anything else (NULL, a bad or fenced shard, no preload, a lost race,
+/// is caught just the same. Anything else (NULL, a bad or fenced shard, no preload, a backend
+/// that has not yet checked for recovery, a lost race,
 /// a borrowed tick, a wait, a reservation to renew, an error) goes to the pgrx wrapper of
 /// [`snowflake_next`], which does it all again, fully guarded. Nothing was issued on the fast
 /// path in that case.
@@ -76,6 +77,9 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         if arg.isnull {
             return None;
         }
+        if !generate::known_primary() {
+            return None;
+        }
         let layout = guc::layout();
         // An int4 Datum holds the value in its low 32 bits (DatumGetInt32).
         let shard = layout.shard(i64::from(arg.value.value() as i32)).ok().filter(|&s| guc::shard_allowed(s))?;
@@ -86,11 +90,14 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         slot.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(layout.id_from_word(word, shard))
     });
-    match fast {
-        Ok(Some(id)) => pg_sys::Datum::from(id),
-        // SAFETY: the pgrx-generated entry point of `snowflake_next`, called with our fcinfo.
-        _ => unsafe { snowflake_next_wrapper(fcinfo) },
+    if let Ok(Some(id)) = fast {
+        return pg_sys::Datum::from(id);
     }
+    // The wrapper may raise an ERROR, which longjmps over this frame: nothing with a destructor
+    // (such as a caught panic's payload) may still be alive here.
+    drop(fast);
+    // SAFETY: the pgrx-generated entry point of `snowflake_next`, called with our fcinfo.
+    unsafe { snowflake_next_wrapper(fcinfo) }
 }
 
 /// `PG_FUNCTION_INFO_V1(snowflake_next_fast)`.

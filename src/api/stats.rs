@@ -132,6 +132,10 @@ REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
     requires = [snowflake_id_stats, snowflake_id_stats_reset]
 );
 
+/// How far ahead of the clock `snowflake_id_advance` may move the generators: enough for any
+/// clock skew between a primary and its standby, small enough that a typo is not permanent.
+const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
+
 /// Moves every generator, and the durable reservation, so that the next id of each is at or
 /// after `ts`. For a promoted standby, which does not have the old primary's reservation file.
 /// Generators only move forward; a `ts` in the past changes nothing. Superuser only.
@@ -140,12 +144,19 @@ REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
     let until = super::unix_ms(ts)?;
+    let layout = guc::layout();
+    if until > layout.last_unix_ms() {
+        return Err(errors::advance_too_far(until, "past the end of the snowflake layout"));
+    }
+    if until > crate::clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
+        return Err(errors::advance_too_far(until, "more than an hour ahead of the clock"));
+    }
     let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
     // The reservation first: no generator may stand past a reservation that is not on disk.
     crate::reservation::renew(until, true)?;
     uuid.next_free.fetch_max(uuidv7::TIMELINE.first_word_at(until), Ordering::AcqRel);
-    let first = guc::layout().timeline().first_word_at(until);
+    let first = layout.timeline().first_word_at(until);
     for (_, slot) in shards {
         slot.next_free.fetch_max(first, Ordering::AcqRel);
     }

@@ -17,7 +17,7 @@
 use std::fmt;
 
 use super::monotonic::Timeline;
-use super::time::{self, NS_PER_MS};
+use super::time;
 
 /// Bits an id may use: 64 minus the sign bit.
 pub const ID_BITS: u32 = 63;
@@ -189,12 +189,6 @@ impl Layout {
     pub const fn tick_ms(&self) -> u32 {
         self.widths.tick_ms
     }
-    pub const fn tick_ns(&self) -> u64 {
-        self.widths.tick_ms as u64 * NS_PER_MS as u64
-    }
-    pub const fn seq_bits(&self) -> u32 {
-        self.widths.seq_bits
-    }
     /// Bits an id actually uses (63 for every preset).
     pub const fn total_bits(&self) -> u32 {
         self.widths.time_bits + self.widths.shard_bits + self.widths.seq_bits
@@ -222,10 +216,6 @@ impl Layout {
     /// Ids one shard can mint per second.
     pub const fn ids_per_second(&self) -> u64 {
         (self.max_seq() as u64 + 1) * 1000 / self.widths.tick_ms as u64
-    }
-    /// Unix milliseconds of the start of the last tick the layout can represent.
-    pub const fn last_tick_unix_ms(&self) -> i64 {
-        self.last_tick_unix_ms
     }
     /// The last Unix millisecond the layout can represent (the end of its last tick).
     pub const fn last_unix_ms(&self) -> i64 {

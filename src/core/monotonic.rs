@@ -128,7 +128,7 @@ impl Timeline {
     fn clock_behind(&self, next_free: u64, now_unix_ns: i64, policy: &ClockPolicy) -> MintError {
         let last_unix_ns = self.tick_start_ns(next_free.saturating_sub(1) >> self.low_bits);
         MintError::ClockBehind {
-            behind_ns: u64::try_from(last_unix_ns - i128::from(now_unix_ns)).unwrap_or(0),
+            behind_ns: self.behind_ns(next_free, now_unix_ns),
             last_unix_ns: i64::try_from(last_unix_ns).unwrap_or(i64::MAX),
             now_unix_ns,
             max_wait_ms: policy.max_wait_ms,
@@ -208,8 +208,12 @@ pub fn next_step(
     Err(tl.clock_behind(next_free, now_unix_ns, policy))
 }
 
-/// The longest the generator waits for the clock in one call: the policy's limit plus one tick,
-/// so that even `max_wait_ms = 0` can wait out an exhausted sequence.
+/// Beyond the rewind budget, how long one call may spend waiting out exhausted sequences (for a
+/// clock that does not advance at all).
+const MAX_EXHAUSTION_WAIT_MS: i64 = 1000;
+
+/// The longest the generator waits for a clock that stepped back, in one call: the policy's
+/// limit plus one tick, so that even `max_wait_ms = 0` can wait out an exhausted sequence.
 fn wait_budget_ns(tl: &Timeline, policy: &ClockPolicy) -> i128 {
     i128::from(policy.max_wait_ms) * i128::from(NS_PER_MS) + tl.tick_ns()
 }
@@ -289,6 +293,11 @@ fn mint_slow(
     mut now: i64,
 ) -> Result<Minted, MintError> {
     let mut waited_ns: u64 = 0;
+    // Waits for a clock that stepped back are limited by max_rewind_wait. Waits for an exhausted
+    // sequence are not (each is at most a tick, and under contention there may be several), but
+    // all waits together are capped, so a clock that never advances cannot hold a call forever.
+    let mut rewind_waited_ns: u64 = 0;
+    let lead_ns = u64::from(policy.max_lead_ms) * NS_PER_MS as u64;
     let mut next_free = state.load(Ordering::Acquire);
     let mut behind_ns = tl.behind_ns(next_free, now);
     loop {
@@ -300,8 +309,19 @@ fn mint_slow(
                 }
             }
             Step::Wait { ns } => {
-                if i128::from(waited_ns) + i128::from(ns) > wait_budget_ns(tl, policy) {
+                let rewind = tl.behind_ns(next_free, now) > lead_ns;
+                let budget = wait_budget_ns(tl, policy);
+                let over = if rewind {
+                    i128::from(rewind_waited_ns) + i128::from(ns) > budget
+                } else {
+                    i128::from(waited_ns) + i128::from(ns)
+                        > budget + i128::from(MAX_EXHAUSTION_WAIT_MS) * i128::from(NS_PER_MS)
+                };
+                if over {
                     return Err(tl.clock_behind(next_free, now, policy));
+                }
+                if rewind {
+                    rewind_waited_ns += ns;
                 }
                 clock.sleep_ns(ns);
                 waited_ns += ns;
@@ -460,6 +480,41 @@ mod tests {
             mint(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
         }
         assert_eq!(c.slept_ns, vec![MS as u64]);
+    }
+
+    #[test]
+    fn waits_for_an_exhausted_sequence_are_not_a_clock_step_back() {
+        // max_rewind_wait = 0, and another backend keeps taking the next tick while we wait: the
+        // repeated exhaustion waits must not be reported as "clock moved backwards".
+        let s = AtomicU64::new(0);
+        let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
+        let mut c = FakeClock::at(5 * MS);
+        for _ in 0..512 {
+            mint(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
+        }
+        // Simulate the rival: whenever we sleep into a tick, it has already used that tick up.
+        struct Rival<'a> {
+            clock: FakeClock,
+            state: &'a AtomicU64,
+            rounds: u32,
+        }
+        impl Clock for Rival<'_> {
+            fn now_unix_ns(&mut self) -> i64 {
+                self.clock.now_unix_ns()
+            }
+            fn sleep_ns(&mut self, ns: u64) {
+                self.clock.sleep_ns(ns);
+                if self.rounds > 0 {
+                    self.rounds -= 1;
+                    let tick = (self.clock.now_ns / MS) as u64;
+                    self.state.store((tick + 1) << 9, Ordering::Relaxed);
+                }
+            }
+        }
+        let mut r = Rival { clock: c, state: &s, rounds: 3 };
+        let m = mint(&s, &mut r, &TL, &zero, NO_LIMIT).unwrap();
+        assert_eq!(tick_seq(m.word), (9, 0), "after three lost ticks, the fourth");
+        assert_eq!(m.behind_ns, 0, "no step back was seen");
     }
 
     #[test]

@@ -20,9 +20,10 @@ pub const fn pg_us_from_unix_us(unix_us: i64) -> i64 {
     unix_us - PG_EPOCH_UNIX_US
 }
 
-/// Unix microseconds of a PostgreSQL `timestamptz`.
-pub const fn unix_us_from_pg_us(pg_us: i64) -> i64 {
-    pg_us + PG_EPOCH_UNIX_US
+/// Unix microseconds of a PostgreSQL `timestamptz`; `None` past about the year 294,000, where
+/// an i64 of Unix microseconds ends before PostgreSQL's timestamps do.
+pub const fn unix_us_from_pg_us(pg_us: i64) -> Option<i64> {
+    pg_us.checked_add(PG_EPOCH_UNIX_US)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -75,7 +76,7 @@ pub fn parse_timestamp_ms(text: &str) -> Result<i64, String> {
         let off = &off[1..];
         let (h, m) = match off.split_once(':') {
             Some((h, m)) => (h, m),
-            None if off.len() == 4 => off.split_at(2),
+            None if off.len() == 4 && off.is_ascii() => off.split_at(2),
             None => (off, "0"),
         };
         match (h.parse::<i64>(), m.parse::<i64>()) {
@@ -195,6 +196,7 @@ mod tests {
             "2025-01-01 00:00:00+99",
             "2025-01-01 00",
             "2025-01-01 00:00.5",
+            "2025-01-01 00:00+1é1",
         ] {
             assert!(parse_timestamp_ms(s).is_err(), "{s:?} was accepted");
         }
@@ -203,8 +205,9 @@ mod tests {
     #[test]
     fn postgres_timestamps() {
         assert_eq!(pg_us_from_unix_us(946_684_800_000_000), 0);
-        assert_eq!(unix_us_from_pg_us(0), 946_684_800_000_000);
-        assert_eq!(unix_us_from_pg_us(pg_us_from_unix_us(-1)), -1);
+        assert_eq!(unix_us_from_pg_us(0), Some(946_684_800_000_000));
+        assert_eq!(unix_us_from_pg_us(pg_us_from_unix_us(-1)), Some(-1));
+        assert_eq!(unix_us_from_pg_us(i64::MAX - 1), None);
     }
 
     #[test]
