@@ -19,19 +19,24 @@ run_clients() {
   return "$failed"
 }
 
+# concurrent_insert TABLE LABEL: CONC_CLIENTS sessions each insert CONC_ROWS rows (client, n)
+# into TABLE in 10 statements, all at once; passes when none of them failed.
+concurrent_insert() {
+  local batch=$((CONC_ROWS / 10)) tmpl="" b
+  for b in $(seq 0 9); do
+    tmpl+="INSERT INTO $1 (client, n) SELECT :c, g FROM generate_series($((b * batch + 1)), $(((b + 1) * batch))) g;"$'\n'
+  done
+  if run_clients "$CONC_CLIENTS" "$tmpl"; then
+    pass "$2: $CONC_CLIENTS clients inserted with no error (no unique violation)"
+  else
+    fail "$2: a client failed (see the errors above)"
+  fi
+}
+
 # --- Concurrency: many backends, one shard, one primary key --------------------------------
 log "concurrency: $CONC_CLIENTS connections x $CONC_ROWS rows into one primary key, all on shard 1"
 q -c "CREATE TABLE conc (id bigint PRIMARY KEY DEFAULT snowflake_next(1), client int NOT NULL, n int NOT NULL)"
-batch=$((CONC_ROWS / 10))
-tmpl=""
-for b in $(seq 0 9); do
-  tmpl+="INSERT INTO conc (client, n) SELECT :c, g FROM generate_series($((b * batch + 1)), $(((b + 1) * batch))) g;"$'\n'
-done
-if run_clients "$CONC_CLIENTS" "$tmpl"; then
-  pass "concurrency: $CONC_CLIENTS clients inserted with no error (no unique violation)"
-else
-  fail "concurrency: a client failed (see the errors above)"
-fi
+concurrent_insert conc concurrency
 check "concurrency: every row landed, every id distinct" \
   "$((CONC_CLIENTS * CONC_ROWS))|$((CONC_CLIENTS * CONC_ROWS))" "$(q -c "SELECT count(*), count(DISTINCT id) FROM conc")"
 check "concurrency: each connection's ids strictly increase" "0" \
@@ -196,15 +201,7 @@ fi
 
 log "uuidv7: $CONC_CLIENTS connections inserting into one uuid primary key"
 q -c "CREATE TABLE uconc (id uuid PRIMARY KEY DEFAULT uuidv7_next(), client int NOT NULL, n int NOT NULL)"
-tmpl=""
-for b in $(seq 0 9); do
-  tmpl+="INSERT INTO uconc (client, n) SELECT :c, g FROM generate_series($((b * batch + 1)), $(((b + 1) * batch))) g;"$'\n'
-done
-if run_clients "$CONC_CLIENTS" "$tmpl"; then
-  pass "uuidv7: $CONC_CLIENTS clients inserted with no unique violation"
-else
-  fail "uuidv7: a client failed (see the errors above)"
-fi
+concurrent_insert uconc uuidv7
 check "uuidv7: every row landed, every id distinct, each client's ids increasing" \
   "$((CONC_CLIENTS * CONC_ROWS))|$((CONC_CLIENTS * CONC_ROWS))|0" \
   "$(q -c "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id <= prev)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: builds snowflake_id in release mode, starts a throwaway cluster (PostgreSQL 15,
 # or PG=18 for the wheel's 18, which adds core uuidv7() to the comparison), and runs
-# bench/bench.py against it. Regenerates docs/benchmarks.md and docs/bench/*.
+# bench/bench.py against it. Regenerates docs/benchmarks.md and docs/bench/* (PostgreSQL 15), or
+# docs/benchmarks-pgNN.md and docs/bench/pgNN/* for another version.
 #
 #   PG=18 make bench
 #   BENCH_ARGS="--rows 200000 --insert-rows 200000 --reps 3 --pgbench-seconds 2" make bench   # a quick look

@@ -53,12 +53,13 @@ fn refuse_during_recovery(slot: &Slot) {
 pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
     refuse_during_recovery(slot);
     loop {
-        let limit = tl.first_word_at(shmem::reserved_until());
+        let reserved = shmem::reserved_until();
+        let limit = tl.first_word_at(reserved);
         match monotonic::mint(&slot.next_free, &mut WallClock, tl, policy, limit) {
             Ok(m) => {
                 record(slot, &m, tl, policy);
                 let word_ms = tl.word_unix_ms(m.word);
-                if crate::core::reservation::due_for_renewal(shmem::reserved_until(), word_ms) {
+                if crate::core::reservation::due_for_renewal(reserved, word_ms) {
                     // Opportunistic: the id is already covered and handed out, so a failure here
                     // is only a warning; the next call that needs the renewal fails closed.
                     if let Err(e) = reservation::renew(word_ms, false) {
@@ -86,12 +87,18 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
     }
 }
 
-fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
+/// The statistics of an id from the fast path: issued, and how far ahead of the clock.
+#[inline]
+pub fn record_fast(slot: &Slot, lead_ticks: u64, tl: &Timeline) {
     slot.issued.fetch_add(1, Ordering::Relaxed);
-    if m.lead_ticks > 0 {
+    if lead_ticks > 0 {
         slot.ahead.fetch_add(1, Ordering::Relaxed);
-        slot.max_lead_ms.fetch_max(m.lead_ticks * u64::from(tl.tick_ms), Ordering::Relaxed);
+        slot.max_lead_ms.fetch_max(lead_ticks * u64::from(tl.tick_ms), Ordering::Relaxed);
     }
+}
+
+fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
+    record_fast(slot, m.lead_ticks, tl);
     if m.waited_ns > 0 {
         slot.waits.fetch_add(1, Ordering::Relaxed);
         slot.wait_ns.fetch_add(m.waited_ns, Ordering::Relaxed);

@@ -85,9 +85,10 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         let shard = layout.shard(i64::from(arg.value.value() as i32)).ok().filter(|&s| guc::shard_allowed(s))?;
         let slot = shmem::try_shard_slot(shard)?;
         let tl = layout.timeline();
-        let word =
-            monotonic::try_mint_fast(&slot.next_free, crate::clock::now_unix_ns(), &tl, generate::fast_limit(&tl))?;
-        slot.issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = crate::clock::now_unix_ns();
+        let (word, lead_ticks) =
+            monotonic::try_mint_fast(&slot.next_free, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
+        generate::record_fast(slot, lead_ticks, &tl);
         Some(layout.id_from_word(word, shard))
     });
     if let Ok(Some(id)) = fast {

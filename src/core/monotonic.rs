@@ -99,9 +99,11 @@ impl Timeline {
     /// The first word whose tick starts at or after `unix_ms`: every word below it belongs to a
     /// tick that starts before `unix_ms`. Used both as the reservation limit (words at or past
     /// it need a reservation first) and as the starting state after a restart.
+    #[inline]
     pub fn first_word_at(&self, unix_ms: i64) -> u64 {
         let Ok(rel_ms) = u64::try_from(i128::from(unix_ms) - i128::from(self.origin_unix_ms)) else { return 0 };
-        let tick = rel_ms.div_ceil(u64::from(self.tick_ms));
+        // Every id checks the reservation through this: skip the division for 1 ms ticks.
+        let tick = if self.tick_ms == 1 { rel_ms } else { rel_ms.div_ceil(u64::from(self.tick_ms)) };
         if tick > self.max_tick {
             return self.max_word() + 1;
         }
@@ -256,28 +258,36 @@ pub fn mint(
     limit_word: u64,
 ) -> Result<Minted, MintError> {
     let now = clock.now_unix_ns();
-    match try_mint_fast(state, now, tl, limit_word) {
-        Some(word) => Ok(Minted { word, lead_ticks: 0, waited_ns: 0, behind_ns: 0 }),
+    match try_mint_fast(state, now, tl, policy, limit_word) {
+        // Within the lead the clock is behind the last tick by at most the lead: not a step back.
+        Some((word, lead_ticks)) => Ok(Minted { word, lead_ticks, waited_ns: 0, behind_ns: 0 }),
         None => mint_slow(state, clock, tl, policy, limit_word, now),
     }
 }
 
-/// The fast path, taken by almost every call: the next word lies in the clock's own tick
-/// (lead 0) and below the reservation, where [`next_step`] would say Issue with nothing to
-/// check, and no other backend got in first. `None` means "take the general path"; nothing was
+/// The fast path, taken by almost every call: the next word is within the lead and below the
+/// reservation, where [`next_step`] would say Issue, and no other backend got in first.
+/// Returns the word and its lead in ticks. `None` means "take the general path"; nothing was
 /// issued then.
 #[inline]
-pub fn try_mint_fast(state: &AtomicU64, now_unix_ns: i64, tl: &Timeline, limit_word: u64) -> Option<u64> {
+pub fn try_mint_fast(
+    state: &AtomicU64,
+    now_unix_ns: i64,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+    limit_word: u64,
+) -> Option<(u64, u64)> {
     let next_free = state.load(Ordering::Acquire);
     let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
     let word = next_free.max(now_word);
+    let lead_ticks = (word >> tl.low_bits).saturating_sub(now_tick);
     // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
     // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
     (word <= tl.max_word()
         && word < limit_word
-        && word >> tl.low_bits <= now_tick
+        && (lead_ticks == 0 || lead_ticks <= u64::from(policy.max_lead_ms / tl.tick_ms))
         && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok())
-    .then_some(word)
+    .then_some((word, lead_ticks))
 }
 
 /// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
