@@ -229,7 +229,7 @@ check "load: the statistics add up to the rows inserted" "$total|$LOAD_CLIENTS|0
   "$(q -c "SELECT sum(ids_issued), count(*), sum(errors) FROM snowflake_id_stats WHERE generator = 'snowflake'")"
 check "load: each client's rows carry its own shard" "0" \
   "$(q -c "SELECT count(*) FROM load_ids WHERE snowflake_shard(id) <> client")"
-q -c "SELECT shard, ids_issued, ahead_count, max_ahead_ms, waits, round(wait_ms) AS wait_ms FROM snowflake_id_stats ORDER BY shard" | sed 's/^/  /'
+q -c "SELECT shard, ids_issued, ahead_ticks, max_ahead_ms, waits, round(wait_ms) AS wait_ms FROM snowflake_id_stats ORDER BY shard" | sed 's/^/  /'
 q -c "DROP TABLE load_ids" >/dev/null
 
 # --- Promoted standby: move every generator past a point in time ---------------------------------

@@ -88,17 +88,27 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
 }
 
 /// The statistics of an id from the fast path: issued, and how far ahead of the clock.
+///
+/// Every locked instruction here is paid per id, so only `issued` is bumped on every call. A
+/// generator that outruns the clock issues every id ahead of it, so "ahead" counts ticks borrowed
+/// (the first id of each tick taken ahead of the clock), and the maximum is only written when it
+/// grows.
 #[inline]
-pub fn record_fast(slot: &Slot, lead_ticks: u64, tl: &Timeline) {
+pub fn record_fast(slot: &Slot, word: u64, lead_ticks: u64, tl: &Timeline) {
     slot.issued.fetch_add(1, Ordering::Relaxed);
     if lead_ticks > 0 {
-        slot.ahead.fetch_add(1, Ordering::Relaxed);
-        slot.max_lead_ms.fetch_max(lead_ticks * u64::from(tl.tick_ms), Ordering::Relaxed);
+        if word & ((1 << tl.low_bits) - 1) == 0 {
+            slot.ahead_ticks.fetch_add(1, Ordering::Relaxed);
+        }
+        let lead_ms = lead_ticks * u64::from(tl.tick_ms);
+        if lead_ms > slot.max_lead_ms.load(Ordering::Relaxed) {
+            slot.max_lead_ms.fetch_max(lead_ms, Ordering::Relaxed);
+        }
     }
 }
 
 fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
-    record_fast(slot, m.lead_ticks, tl);
+    record_fast(slot, m.word, m.lead_ticks, tl);
     if m.waited_ns > 0 {
         slot.waits.fetch_add(1, Ordering::Relaxed);
         slot.wait_ns.fetch_add(m.waited_ns, Ordering::Relaxed);

@@ -14,7 +14,7 @@
 //!
 //! Slot (one per generator, on its own pair of cache lines)
 //!   next_free                 AtomicU64     the next free generator word
-//!   issued, ahead, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
+//!   issued, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
 //! With the default layout that is 8192 + 2 slots, about 1 MiB.
@@ -74,7 +74,7 @@ struct Header {
 pub struct Slot {
     pub next_free: AtomicU64,
     pub issued: AtomicU64,
-    pub ahead: AtomicU64,
+    pub ahead_ticks: AtomicU64,
     pub max_lead_ms: AtomicU64,
     pub waits: AtomicU64,
     pub wait_ns: AtomicU64,

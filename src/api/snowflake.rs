@@ -88,7 +88,7 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         let now = crate::clock::now_unix_ns();
         let (word, lead_ticks) =
             monotonic::try_mint_fast(&slot.next_free, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
-        generate::record_fast(slot, lead_ticks, &tl);
+        generate::record_fast(slot, word, lead_ticks, &tl);
         Some(layout.id_from_word(word, shard))
     });
     if let Ok(Some(id)) = fast {

@@ -37,7 +37,7 @@ fn row(generator: &str, shard: Option<i32>, slot: &Slot, tl: &Timeline) -> Resul
         shard,
         issued,
         last,
-        load(&slot.ahead),
+        load(&slot.ahead_ticks),
         load(&slot.max_lead_ms),
         load(&slot.waits),
         slot.wait_ns.load(Ordering::Relaxed) as f64 / NS_PER_MS as f64,
@@ -58,7 +58,7 @@ fn snowflake_id_stats() -> Result<
             name!(shard, Option<i32>),
             name!(ids_issued, i64),
             name!(last_issued, Option<TimestampWithTimeZone>),
-            name!(ahead_count, i64),
+            name!(ahead_ticks, i64),
             name!(max_ahead_ms, i64),
             name!(waits, i64),
             name!(wait_ms, f64),
@@ -89,7 +89,7 @@ fn snowflake_id_stats_reset() -> Result<(), ErrorReport> {
     for slot in std::iter::once(uuid).chain(shards.map(|(_, s)| s)) {
         for c in [
             &slot.issued,
-            &slot.ahead,
+            &slot.ahead_ticks,
             &slot.max_lead_ms,
             &slot.waits,
             &slot.wait_ns,
