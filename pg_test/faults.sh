@@ -79,6 +79,10 @@ check "bad input: snowflake_id_stats_reset() is refused to a plain user" "42501"
   "$(sqlstate "SET ROLE sf_plain" "SELECT snowflake_id_stats_reset()")"
 check "bad input: snowflake_id.debug_clock_offset is refused to a plain user" "42501" \
   "$(sqlstate "SET ROLE sf_plain" "SET snowflake_id.debug_clock_offset = -1000")"
+check "bad input: snowflake_id.clock_source is refused to a plain user" "42501" \
+  "$(sqlstate "SET ROLE sf_plain" "SET snowflake_id.clock_source = system")"
+check "bad input: snowflake_id.clock_source takes auto or system only" "22023" \
+  "$(sqlstate "SET snowflake_id.clock_source = tsc")"
 check "bad input: snowflake_id.shards is refused to a plain user" "42501" \
   "$(sqlstate "SET ROLE sf_plain" "SET snowflake_id.shards = '1'")"
 if tail -n +"$((log_lines_before + 1))" "$LOG" | grep -Eq "terminated by signal|was terminated|PANIC"; then

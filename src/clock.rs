@@ -1,25 +1,83 @@
-//! The production clock: `CLOCK_REALTIME` for time, an interruptible sleep for waits.
+//! The production clock: `CLOCK_REALTIME`, read through the CPU's cycle counter when that is
+//! safe (`crate::core::cycle_clock`), and an interruptible sleep for waits.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::pg_sys;
 
+use crate::core::cycle_clock::{CycleSource, Extrapolator};
 use crate::core::monotonic::Clock;
 use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
-/// Reads the generators' clock: `clock_gettime(CLOCK_REALTIME)`, which on Linux runs in the
-/// vDSO, with no system call, plus `snowflake_id.debug_clock_offset`. Called once per id, so it
-/// goes straight to libc.
+/// Reads the generators' clock, plus `snowflake_id.debug_clock_offset`. Called once per id: with
+/// `snowflake_id.clock_source = auto` on a server whose kernel keeps time with the TSC, it is
+/// extrapolated from the TSC and re-anchored to `CLOCK_REALTIME` at least every millisecond;
+/// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    // i64 nanoseconds last until 2262; the clock cannot read past that on a running server.
+    let now = if crate::guc::use_cycle_counter() && KERNEL_USES_TSC.load(Ordering::Relaxed) {
+        // SAFETY: see ProcessLocal: one thread, and Extrapolator::now calls nothing that re-enters.
+        unsafe { (*EXTRAPOLATOR.0.get()).now(&mut Tsc) }
+    } else {
+        system_now_unix_ns()
+    };
     // The fault-injection offset is 0 unless a test set it (snowflake_id.debug_clock_offset).
-    ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec).wrapping_add(crate::guc::debug_clock_offset_ns())
+    now.wrapping_add(crate::guc::debug_clock_offset_ns())
 }
 
 pub fn now_unix_ms() -> i64 {
     now_unix_ns().div_euclid(NS_PER_MS)
+}
+
+/// `clock_gettime(CLOCK_REALTIME)`, straight from libc.
+#[inline]
+fn system_now_unix_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    // i64 nanoseconds last until 2262; the clock cannot read past that on a running server.
+    ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec)
+}
+
+/// Whether the kernel keeps time with the TSC (`current_clocksource` is `tsc`). Only then is the
+/// TSC known to be invariant and synchronised across CPUs: the kernel checked, and
+/// `clock_gettime` itself reads it. Decided once, at load, in the postmaster when preloaded.
+static KERNEL_USES_TSC: AtomicBool = AtomicBool::new(false);
+
+/// Looks at the kernel's clocksource. Call from `_PG_init`.
+pub fn init() {
+    let tsc = cfg!(target_arch = "x86_64")
+        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc");
+    KERNEL_USES_TSC.store(tsc, Ordering::Relaxed);
+}
+
+/// A value only this process uses. PostgreSQL runs a backend as a single thread; the value is
+/// touched only from [`now_unix_ns`], which no signal handler calls and which does not call
+/// itself, so there is never more than one reference to it.
+struct ProcessLocal<T>(UnsafeCell<T>);
+// SAFETY: see above: never shared between threads.
+unsafe impl<T> Sync for ProcessLocal<T> {}
+
+static EXTRAPOLATOR: ProcessLocal<Extrapolator> = ProcessLocal(UnsafeCell::new(Extrapolator::new()));
+
+/// The TSC, with `CLOCK_REALTIME` as the real clock.
+struct Tsc;
+
+impl CycleSource for Tsc {
+    #[inline]
+    fn cycles(&mut self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: RDTSC exists on every x86-64 CPU; init() enables this path only on x86-64.
+        return unsafe { core::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("the cycle counter is only used on x86-64")
+    }
+
+    fn real_unix_ns(&mut self) -> i64 {
+        system_now_unix_ns()
+    }
 }
 
 /// The wall clock, as the generators see it.

@@ -1,8 +1,7 @@
 //! The one mint loop every generator goes through: the core state machine, plus the durable
 //! reservation and the statistics that need shared memory and I/O.
 
-use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::PgLogLevel;
 
@@ -21,17 +20,17 @@ pub fn fast_limit(tl: &Timeline) -> u64 {
     tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS))
 }
 
-thread_local! {
-    /// Set once this backend has seen that the server is not in recovery, which, once true,
-    /// stays true for the life of the process (promotion is one-way). The fast entry of
-    /// `snowflake_next` reads it instead of calling into PostgreSQL.
-    static NOT_IN_RECOVERY: Cell<bool> = const { Cell::new(false) };
-}
+/// Set once this backend has seen that the server is not in recovery, which, once true, stays
+/// true for the life of the process (promotion is one-way). The fast entry of `snowflake_next`
+/// reads it instead of calling into PostgreSQL. A process-wide static, not a `thread_local!`: a
+/// backend is one thread, and a thread-local in a loaded library costs a `__tls_get_addr` call
+/// per id.
+static NOT_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
 
 /// Whether this backend already knows the server is a primary.
 #[inline]
 pub fn known_primary() -> bool {
-    NOT_IN_RECOVERY.get()
+    NOT_IN_RECOVERY.load(Ordering::Relaxed)
 }
 
 /// A hot standby shares its primary's configuration, shards included: minting there would
@@ -45,7 +44,7 @@ fn refuse_during_recovery(slot: &Slot) {
         slot.errors.fetch_add(1, Ordering::Relaxed);
         errors::raise(errors::in_recovery());
     }
-    NOT_IN_RECOVERY.set(true);
+    NOT_IN_RECOVERY.store(true, Ordering::Relaxed);
 }
 
 /// Mints one word on `slot`, renewing the reservation when due and recording statistics.
@@ -89,18 +88,20 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
 
 /// The statistics of an id from the fast path: issued, and how far ahead of the clock.
 ///
-/// Every locked instruction here is paid per id, so only `issued` is bumped on every call. A
-/// generator that outruns the clock issues every id ahead of it, so "ahead" counts ticks borrowed
-/// (the first id of each tick taken ahead of the clock), and the maximum is only written when it
-/// grows.
+/// Every locked instruction here would be paid per id, so none is on most calls: the issued
+/// count needs an add only on a tick's first id (`count_adjust`). A generator that outruns the
+/// clock issues every id ahead of it, so "ahead" counts ticks borrowed (the first id of each
+/// tick taken ahead of the clock), and the maximum is only written when it grows.
 #[inline]
-pub fn record_fast(slot: &Slot, word: u64, lead_ticks: u64, tl: &Timeline) {
-    slot.issued.fetch_add(1, Ordering::Relaxed);
-    if lead_ticks > 0 {
-        if word & ((1 << tl.low_bits) - 1) == 0 {
+pub fn record_fast(slot: &Slot, m: &Minted, tl: &Timeline) {
+    if m.count_adjust != 0 {
+        slot.issued_base.fetch_add(m.count_adjust, Ordering::Relaxed);
+    }
+    if m.lead_ticks > 0 {
+        if m.word & ((1 << tl.low_bits) - 1) == 0 {
             slot.ahead_ticks.fetch_add(1, Ordering::Relaxed);
         }
-        let lead_ms = lead_ticks * u64::from(tl.tick_ms);
+        let lead_ms = m.lead_ticks * u64::from(tl.tick_ms);
         if lead_ms > slot.max_lead_ms.load(Ordering::Relaxed) {
             slot.max_lead_ms.fetch_max(lead_ms, Ordering::Relaxed);
         }
@@ -108,7 +109,7 @@ pub fn record_fast(slot: &Slot, word: u64, lead_ticks: u64, tl: &Timeline) {
 }
 
 fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
-    record_fast(slot, m.word, m.lead_ticks, tl);
+    record_fast(slot, m, tl);
     if m.waited_ns > 0 {
         slot.waits.fetch_add(1, Ordering::Relaxed);
         slot.wait_ns.fetch_add(m.waited_ns, Ordering::Relaxed);

@@ -9,13 +9,14 @@
 //! | `snowflake_id.uuidv7_max_lead` | superuser | how far UUIDv7 times may run ahead of the clock; any value keeps them unique and ordered |
 //! | `snowflake_id.shards` | superuser | the shards this server may mint for; only restricts, so it may change at reload |
 //! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`; still subject to `snowflake_id.shards` |
+//! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
 //! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
 //! every backend inherits the parsed value), and kept in [`layout`].
 
-use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -38,13 +39,25 @@ static UUIDV7_MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
 static DEFAULT_SHARD: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static DEBUG_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static CLOCK_SOURCE: GucSetting<ClockSource> = GucSetting::<ClockSource>::new(ClockSource::Auto);
 
-thread_local! {
-    /// This process's parsed `snowflake_id.shards`, kept current by its assign hook.
-    static SHARD_SET: RefCell<ShardSet> = const { RefCell::new(ShardSet::All) };
-    /// Whether that set is every shard: the common case, checked without a borrow.
-    static ALL_SHARDS: Cell<bool> = const { Cell::new(true) };
+/// `snowflake_id.clock_source`: where the generators read the time.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ClockSource {
+    /// The TSC, re-anchored to `CLOCK_REALTIME` every millisecond, when the kernel itself keeps
+    /// time with the TSC; `CLOCK_REALTIME` otherwise.
+    #[name = c"auto"]
+    Auto,
+    /// `clock_gettime(CLOCK_REALTIME)` on every call.
+    #[name = c"system"]
+    System,
 }
+
+/// This process's parsed `snowflake_id.shards`, kept current by its assign hook; null means every
+/// shard, the default. Read on every id, so a plain static rather than a `thread_local!` (a
+/// backend is one thread, and a thread-local in a loaded library costs a `__tls_get_addr` call).
+/// Only the assign hook replaces it, and it never runs while [`shard_allowed`] reads the set.
+static SHARD_SET: AtomicPtr<ShardSet> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The layout in force, parsed once at load.
 static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
@@ -137,6 +150,14 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_enum_guc(
+        c"snowflake_id.clock_source",
+        c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system (clock_gettime on every call).",
+        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every millisecond, which halves the cost of a clock read. Either keeps ids unique.",
+        &CLOCK_SOURCE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"snowflake_id.max_lead",
         c"How far ahead of the clock a shard may run when its per-tick sequence is exhausted.",
@@ -190,7 +211,10 @@ pub fn uuidv7_clock_policy() -> ClockPolicy {
 /// Whether this server may mint for `shard` (`snowflake_id.shards`).
 #[inline]
 pub fn shard_allowed(shard: u32) -> bool {
-    ALL_SHARDS.get() || SHARD_SET.with_borrow(|set| set.contains(shard))
+    let set = SHARD_SET.load(Ordering::Relaxed);
+    // SAFETY: non-null pointers come from Box::into_raw in assign_shards, which frees a set only
+    // after replacing it; this process has one thread, so no reader holds the old one then.
+    set.is_null() || unsafe { &*set }.contains(shard)
 }
 
 /// `snowflake_id.shards`, as configured.
@@ -202,6 +226,12 @@ pub fn shards_text() -> String {
 pub fn default_shard() -> Option<i64> {
     let s = DEFAULT_SHARD.get();
     (s >= 0).then_some(i64::from(s))
+}
+
+/// Whether `snowflake_id.clock_source` lets the generators use the TSC.
+#[inline]
+pub fn use_cycle_counter() -> bool {
+    CLOCK_SOURCE.get() == ClockSource::Auto
 }
 
 /// `snowflake_id.debug_clock_offset` in nanoseconds (0 unless a fault test set it).
@@ -306,7 +336,11 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
     let text = unsafe { newval.as_ref() }.map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
     // The check hook accepted this text, so it parses; a failure would keep the old set.
     if let Some(Ok(set)) = text.map(|t| ShardSet::parse(&t, layout().max_shard())) {
-        ALL_SHARDS.set(set == ShardSet::All);
-        SHARD_SET.set(set);
+        let new = if set == ShardSet::All { std::ptr::null_mut() } else { Box::into_raw(Box::new(set)) };
+        let old = SHARD_SET.swap(new, Ordering::Relaxed);
+        if !old.is_null() {
+            // SAFETY: `old` came from Box::into_raw above and is no longer reachable.
+            drop(unsafe { Box::from_raw(old) });
+        }
     }
 }

@@ -27,6 +27,7 @@ pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.1.0");
 #[pg_guard]
 #[allow(non_snake_case)]
 pub extern "C-unwind" fn _PG_init() {
+    clock::init();
     guc::init();
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {

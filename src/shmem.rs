@@ -14,7 +14,7 @@
 //!
 //! Slot (one per generator, on its own pair of cache lines)
 //!   next_free                 AtomicU64     the next free generator word
-//!   issued, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
+//!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
 //! With the default layout that is 8192 + 2 slots, about 1 MiB.
@@ -31,7 +31,10 @@
 //!   raise it with an atomic `fetch_max`, which a concurrent CAS simply sees and retries on.
 //! - **The statistics** in a slot are independent counters, bumped with relaxed atomic adds (or
 //!   `fetch_max`) after the CAS. Readers load them without any lock; a reader may see one counter
-//!   a few ids ahead of another, never a torn value.
+//!   a few ids ahead of another, never a torn value. The number of ids issued is not a counter
+//!   bumped per id: it is `issued_base` plus what `next_free` carries
+//!   ([`crate::core::monotonic::IssuedCount`]), so `issued_base` is added to once per tick, by the
+//!   caller whose CAS moved the word into it.
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
 //!   disk (write, fsync, rename, fsync the directory) and stores it here afterwards, so no backend
@@ -55,6 +58,7 @@ use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::core::monotonic::Timeline;
 use crate::core::uuidv7;
 use crate::{guc, reservation};
 
@@ -73,7 +77,7 @@ struct Header {
 #[derive(Default)]
 pub struct Slot {
     pub next_free: AtomicU64,
-    pub issued: AtomicU64,
+    pub issued_base: AtomicU64,
     pub ahead_ticks: AtomicU64,
     pub max_lead_ms: AtomicU64,
     pub waits: AtomicU64,
@@ -81,6 +85,33 @@ pub struct Slot {
     pub backsteps: AtomicU64,
     pub max_backstep_ms: AtomicU64,
     pub errors: AtomicU64,
+}
+
+impl Slot {
+    /// Starts the generator at `next_free`, with nothing issued yet.
+    fn start_at(&self, next_free: u64, tl: &Timeline) {
+        self.next_free.store(next_free, Ordering::Relaxed);
+        self.issued_base.store(tl.count().base_at(next_free), Ordering::Relaxed);
+    }
+
+    /// The ids issued since the start or the last reset.
+    pub fn issued(&self, tl: &Timeline) -> u64 {
+        let base = self.issued_base.load(Ordering::Relaxed);
+        tl.count().issued(base, self.next_free.load(Ordering::Acquire))
+    }
+
+    /// Starts counting issued ids from zero again.
+    pub fn reset_issued(&self, tl: &Timeline) {
+        self.issued_base.store(tl.count().base_at(self.next_free.load(Ordering::Acquire)), Ordering::Relaxed);
+    }
+
+    /// Raises the generator to at least `word` without issuing anything (`snowflake_id_advance`).
+    pub fn raise_to(&self, word: u64, tl: &Timeline) {
+        let prev = self.next_free.fetch_max(word, Ordering::AcqRel);
+        if word > prev {
+            self.issued_base.fetch_add(tl.count().on_raise(prev, word), Ordering::Relaxed);
+        }
+    }
 }
 
 /// The base of the segment in this process, or null when the library was not preloaded.
@@ -161,10 +192,11 @@ unsafe extern "C-unwind" fn shmem_startup() {
             (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
             // Every generator starts at the reservation: above every id issued before.
             let slots = base.add(1).cast::<Slot>();
-            (*slots).next_free.store(uuidv7::TIMELINE.first_word_at(reserved), Ordering::Relaxed);
-            let first = layout.timeline().first_word_at(reserved);
+            (*slots).start_at(uuidv7::TIMELINE.first_word_at(reserved), &uuidv7::TIMELINE);
+            let tl = layout.timeline();
+            let first = tl.first_word_at(reserved);
             for i in 0..shard_count {
-                (*slots.add(1 + i)).next_free.store(first, Ordering::Relaxed);
+                (*slots.add(1 + i)).start_at(first, &tl);
             }
         }
         LOCK.store(&raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock, Ordering::Release);

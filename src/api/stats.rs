@@ -23,7 +23,7 @@ fn load(c: &AtomicU64) -> i64 {
 }
 
 fn row(generator: &str, shard: Option<i32>, slot: &Slot, tl: &Timeline) -> Result<Option<StatsRow>, ErrorReport> {
-    let issued = load(&slot.issued);
+    let issued = i64::try_from(slot.issued(tl)).unwrap_or(i64::MAX);
     let errors = load(&slot.errors);
     if issued == 0 && errors == 0 {
         return Ok(None);
@@ -86,9 +86,11 @@ fn snowflake_id_stats() -> Result<
 fn snowflake_id_stats_reset() -> Result<(), ErrorReport> {
     let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
-    for slot in std::iter::once(uuid).chain(shards.map(|(_, s)| s)) {
+    let tl = guc::layout().timeline();
+    let slots = std::iter::once((uuid, &uuidv7::TIMELINE)).chain(shards.map(|(_, s)| (s, &tl)));
+    for (slot, tl) in slots {
+        slot.reset_issued(tl);
         for c in [
-            &slot.issued,
             &slot.ahead_ticks,
             &slot.max_lead_ms,
             &slot.waits,
@@ -155,10 +157,11 @@ fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZo
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
     // The reservation first: no generator may stand past a reservation that is not on disk.
     crate::reservation::renew(until, true)?;
-    uuid.next_free.fetch_max(uuidv7::TIMELINE.first_word_at(until), Ordering::AcqRel);
-    let first = layout.timeline().first_word_at(until);
+    uuid.raise_to(uuidv7::TIMELINE.first_word_at(until), &uuidv7::TIMELINE);
+    let tl = layout.timeline();
+    let first = tl.first_word_at(until);
     for (_, slot) in shards {
-        slot.next_free.fetch_max(first, Ordering::AcqRel);
+        slot.raise_to(first, &tl);
     }
     let (reserved, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
     super::timestamptz_from_ms(reserved)

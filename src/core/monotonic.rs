@@ -82,6 +82,11 @@ pub enum MintError {
 }
 
 impl Timeline {
+    /// How the issued ids of a generator on this timeline are counted.
+    pub const fn count(&self) -> IssuedCount {
+        IssuedCount { low_bits: self.low_bits }
+    }
+
     /// The largest word the timeline can hold.
     pub const fn max_word(&self) -> u64 {
         (self.max_tick << self.low_bits) | ((1u64 << self.low_bits) - 1)
@@ -240,6 +245,64 @@ pub struct Minted {
     /// How far the clock read behind the last issued tick, at worst during the call (0 when it
     /// never did). More than the lead means the clock stepped back.
     pub behind_ns: u64,
+    /// What the generator's issued counter must absorb for this word: 0 for a word that
+    /// follows its predecessor within a tick, which is almost every call. See [`IssuedCount`].
+    pub count_adjust: u64,
+}
+
+/// Counting the words a generator issued without a per-id atomic counter.
+///
+/// The state word already counts the ids of its current tick: the last issued word's position in
+/// its tick, plus one ([`IssuedCount::carried`]). A counter `base` holds the rest, so that
+///
+/// ```text
+/// issued = base + carried(next_free)        (mod 2^64)
+/// ```
+///
+/// Issuing `w` from state `prev` must raise that by exactly one, so `base` absorbs
+/// `1 + carried(prev) - carried(w + 1)`, which is 0 whenever `w` directly follows the last issued
+/// word inside a tick. Only the first id of a tick (or a word the clock moved forward) touches
+/// `base`: one atomic add per tick instead of one per id. Every change of the state is paid for in
+/// `base` by whoever made it, so the count is exact once minting pauses; while it runs, a reader
+/// may catch a minter between its compare-and-swap and its add, and be off by less than one tick's
+/// words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IssuedCount {
+    pub low_bits: u32,
+}
+
+impl IssuedCount {
+    /// The ids of the current tick, as far as the state word tells: the last issued word's
+    /// position in its tick, plus one.
+    pub const fn carried(self, next_free: u64) -> u64 {
+        (next_free.wrapping_sub(1) & ((1 << self.low_bits) - 1)) + 1
+    }
+
+    /// The `base` that counts zero ids at state `next_free`: the start, or a reset.
+    pub const fn base_at(self, next_free: u64) -> u64 {
+        0u64.wrapping_sub(self.carried(next_free))
+    }
+
+    /// What `base` absorbs when word `word` is issued from state `prev`.
+    pub const fn on_issue(self, prev: u64, word: u64) -> u64 {
+        1u64.wrapping_add(self.carried(prev)).wrapping_sub(self.carried(word + 1))
+    }
+
+    /// What `base` absorbs when the state is raised from `prev` to `new` without issuing.
+    pub const fn on_raise(self, prev: u64, new: u64) -> u64 {
+        self.carried(prev).wrapping_sub(self.carried(new))
+    }
+
+    /// The ids issued. A reader that caught a statistics reset halfway reads 0, never a
+    /// wrapped-around count.
+    pub const fn issued(self, base: u64, next_free: u64) -> u64 {
+        let n = base.wrapping_add(self.carried(next_free));
+        if n > i64::MAX as u64 {
+            0
+        } else {
+            n
+        }
+    }
 }
 
 /// Hands out the next word of the generator whose state is `state`, waiting for the clock when
@@ -259,16 +322,15 @@ pub fn mint(
 ) -> Result<Minted, MintError> {
     let now = clock.now_unix_ns();
     match try_mint_fast(state, now, tl, policy, limit_word) {
-        // Within the lead the clock is behind the last tick by at most the lead: not a step back.
-        Some((word, lead_ticks)) => Ok(Minted { word, lead_ticks, waited_ns: 0, behind_ns: 0 }),
+        Some(m) => Ok(m),
         None => mint_slow(state, clock, tl, policy, limit_word, now),
     }
 }
 
 /// The fast path, taken by almost every call: the next word is within the lead and below the
 /// reservation, where [`next_step`] would say Issue, and no other backend got in first.
-/// Returns the word and its lead in ticks. `None` means "take the general path"; nothing was
-/// issued then.
+/// `None` means "take the general path"; nothing was issued then. Within the lead the clock is
+/// behind the last tick by at most the lead, which is not a step back: `behind_ns` is 0.
 #[inline]
 pub fn try_mint_fast(
     state: &AtomicU64,
@@ -276,7 +338,7 @@ pub fn try_mint_fast(
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
-) -> Option<(u64, u64)> {
+) -> Option<Minted> {
     let next_free = state.load(Ordering::Acquire);
     let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
     let word = next_free.max(now_word);
@@ -287,7 +349,13 @@ pub fn try_mint_fast(
         && word < limit_word
         && (lead_ticks == 0 || lead_ticks <= u64::from(policy.max_lead_ms / tl.tick_ms))
         && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok())
-    .then_some((word, lead_ticks))
+    .then(|| Minted {
+        word,
+        lead_ticks,
+        waited_ns: 0,
+        behind_ns: 0,
+        count_adjust: tl.count().on_issue(next_free, word),
+    })
 }
 
 /// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
@@ -314,7 +382,10 @@ fn mint_slow(
         match next_step(next_free, now, tl, policy, limit_word)? {
             Step::Issue { word, lead_ticks } => {
                 match state.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return Ok(Minted { word, lead_ticks, waited_ns, behind_ns }),
+                    Ok(_) => {
+                        let count_adjust = tl.count().on_issue(next_free, word);
+                        return Ok(Minted { word, lead_ticks, waited_ns, behind_ns, count_adjust });
+                    }
                     Err(actual) => next_free = actual,
                 }
             }
@@ -402,7 +473,8 @@ mod tests {
         let s = AtomicU64::new(0);
         let mut c = FakeClock::at(100 * MS + 123);
         let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
-        assert_eq!(m, Minted { word: 100 << 9, lead_ticks: 0, waited_ns: 0, behind_ns: 0 });
+        assert_eq!(m.word, 100 << 9);
+        assert_eq!((m.lead_ticks, m.waited_ns, m.behind_ns), (0, 0, 0));
         assert_eq!(s.load(Ordering::Relaxed), (100 << 9) + 1);
     }
 
@@ -687,22 +759,75 @@ mod tests {
                 let s = Arc::clone(&s);
                 std::thread::spawn(move || {
                     let mut words = Vec::with_capacity(20_000);
+                    let mut adjust = 0u64;
                     for _ in 0..20_000 {
-                        words.push(mint(&s, &mut Real, &TL, &LEAD5, NO_LIMIT).unwrap().word);
+                        let m = mint(&s, &mut Real, &TL, &LEAD5, NO_LIMIT).unwrap();
+                        words.push(m.word);
+                        adjust = adjust.wrapping_add(m.count_adjust);
                     }
-                    words
+                    (words, adjust)
                 })
             })
             .collect();
-        let mut all = Vec::new();
+        let (mut all, mut base) = (Vec::new(), TL.count().base_at(0));
         for t in threads {
-            let w = t.join().unwrap();
+            let (w, k) = t.join().unwrap();
             assert!(w.windows(2).all(|p| p[0] < p[1]), "each thread sees increasing words");
             all.extend(w);
+            base = base.wrapping_add(k);
         }
         let n = all.len();
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "no word was handed out twice");
+        assert_eq!(TL.count().issued(base, s.load(Ordering::Relaxed)), n as u64, "the count adds up");
+    }
+
+    #[test]
+    fn the_count_of_issued_ids_needs_an_add_only_once_per_tick() {
+        // A walk through every way the state moves: within a tick, into a new tick, through an
+        // exhausted sequence, ahead of the clock, back across a small step back, and an advance.
+        for tl in [TL, Timeline { low_bits: 12, sub_tick_fraction: true, ..TL }] {
+            let count = tl.count();
+            let s = AtomicU64::new(50 << tl.low_bits);
+            let mut base = count.base_at(s.load(Ordering::Relaxed));
+            assert_eq!(count.issued(base, s.load(Ordering::Relaxed)), 0);
+            let mut c = FakeClock::at(100 * MS);
+            let (mut issued, mut adds, mut seed) = (0u64, 0u64, 7u64);
+            for i in 0..20_000 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                match seed >> 60 {
+                    0 => c.now_ns += MS,
+                    1 => c.now_ns += 3 * MS + 1234,
+                    2 => c.now_ns -= 2 * MS,
+                    3 if i % 1000 == 0 => {
+                        // snowflake_id_advance: raises the state, issues nothing.
+                        let to = ((c.now_ns / MS + 20) as u64) << tl.low_bits;
+                        let prev = s.fetch_max(to, Ordering::AcqRel);
+                        base = base.wrapping_add(count.on_raise(prev, prev.max(to)));
+                    }
+                    _ => c.now_ns += 97,
+                }
+                let m = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap();
+                issued += 1;
+                adds += u64::from(m.count_adjust != 0);
+                base = base.wrapping_add(m.count_adjust);
+                assert_eq!(count.issued(base, s.load(Ordering::Relaxed)), issued);
+            }
+            if !tl.sub_tick_fraction {
+                // A sequence needs the add only on the first id of each tick.
+                let ticks = (s.load(Ordering::Relaxed) >> tl.low_bits) - 50;
+                assert!(adds <= ticks && adds < issued / 4, "{adds} adds for {issued} ids over {ticks} ticks");
+            }
+        }
+        // Exact values: the first id of a fresh tick after a full one, then its successor.
+        let count = TL.count();
+        assert_eq!(count.carried(7 << 9), 512, "a state at a tick's start carries the full previous tick");
+        assert_eq!(count.on_issue(7 << 9, 7 << 9), 512);
+        assert_eq!(count.on_issue((7 << 9) + 1, (7 << 9) + 1), 0);
+        // Words 0..=2 of tick 7 were issued, then the clock moved to tick 9: their 3 ids move into
+        // the base, and the new word starts tick 9's count at 1.
+        assert_eq!(count.on_issue((7 << 9) + 3, 9 << 9), 3);
+        assert_eq!(count.issued(count.base_at(100), 99), 0, "a reset racing a mint reads as zero, not 2^64 - 1");
     }
 }
