@@ -103,6 +103,13 @@ fi
 log "clock policy: strict and default lead"
 check "max_lead = 0: no id carries a millisecond later than the clock at the call" "0" \
   "$(q -c "SET snowflake_id.max_lead = 0" -c "SELECT count(*) FROM (SELECT snowflake_next(3) AS id, clock_timestamp() AS c FROM generate_series(1, 50000)) s WHERE snowflake_timestamp(id) > c")"
+# What clock_source = auto uses is the kernel's choice: the TSC when it keeps time with it.
+want=system
+if [ "$(uname -m)" = x86_64 ] && [ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" = tsc ]; then
+  want=tsc
+fi
+check "clock_source_status says what auto uses on this machine ($want), read-only" "$want|internal" \
+  "$(q -c "SELECT setting, context FROM pg_settings WHERE name = 'snowflake_id.clock_source_status'")"
 # Each id's millisecond is the clock's at the call, read between two clock_timestamp() calls,
 # whichever clock source the generators use (the TSC, re-anchored every millisecond, or
 # clock_gettime on every call).

@@ -83,6 +83,8 @@ check "bad input: snowflake_id.clock_source is refused to a plain user" "42501" 
   "$(sqlstate "SET ROLE sf_plain" "SET snowflake_id.clock_source = system")"
 check "bad input: snowflake_id.clock_source takes auto or system only" "22023" \
   "$(sqlstate "SET snowflake_id.clock_source = tsc")"
+check "bad input: snowflake_id.clock_source_status is read-only" "55P02" \
+  "$(sqlstate "SET snowflake_id.clock_source_status = tsc")"
 check "bad input: snowflake_id.shards is refused to a plain user" "42501" \
   "$(sqlstate "SET ROLE sf_plain" "SET snowflake_id.shards = '1'")"
 if tail -n +"$((log_lines_before + 1))" "$LOG" | grep -Eq "terminated by signal|was terminated|PANIC"; then

@@ -16,7 +16,7 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 /// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
-    let now = if crate::guc::use_cycle_counter() && KERNEL_USES_TSC.load(Ordering::Relaxed) {
+    let now = if tsc_available() && crate::guc::use_cycle_counter() {
         // SAFETY: see ProcessLocal: one thread, and Extrapolator::now calls nothing that re-enters.
         unsafe { (*EXTRAPOLATOR.0.get()).now(&mut Tsc) }
     } else {
@@ -53,12 +53,18 @@ pub fn init() {
     KERNEL_USES_TSC.store(tsc, Ordering::Relaxed);
 }
 
+/// Whether `snowflake_id.clock_source = auto` reads the TSC on this server.
+pub fn tsc_available() -> bool {
+    KERNEL_USES_TSC.load(Ordering::Relaxed)
+}
+
 /// A value only this process uses. PostgreSQL runs a backend as a single thread; the value is
 /// touched only from [`now_unix_ns`], which no signal handler calls and which does not call
 /// itself, so there is never more than one reference to it.
+/// (Plain `cargo test` never calls it: the glue only runs inside PostgreSQL.)
 struct ProcessLocal<T>(UnsafeCell<T>);
-// SAFETY: see above: never shared between threads.
-unsafe impl<T> Sync for ProcessLocal<T> {}
+// SAFETY: see above: never shared between threads. Only for the extrapolator, a plain Copy value.
+unsafe impl Sync for ProcessLocal<Extrapolator> {}
 
 static EXTRAPOLATOR: ProcessLocal<Extrapolator> = ProcessLocal(UnsafeCell::new(Extrapolator::new()));
 

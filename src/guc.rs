@@ -10,6 +10,7 @@
 //! | `snowflake_id.shards` | superuser | the shards this server may mint for; only restricts, so it may change at reload |
 //! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`; still subject to `snowflake_id.shards` |
 //! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
+//! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
 //! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
@@ -40,6 +41,9 @@ static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(
 static DEFAULT_SHARD: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static DEBUG_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static CLOCK_SOURCE: GucSetting<ClockSource> = GucSetting::<ClockSource>::new(ClockSource::Auto);
+/// Read-only, like PostgreSQL's `huge_pages_status`: what `auto` resolved to.
+static CLOCK_SOURCE_STATUS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"system"));
+const CLOCK_SOURCE_STATUS_NAME: &CStr = c"snowflake_id.clock_source_status";
 
 /// `snowflake_id.clock_source`: where the generators read the time.
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -158,6 +162,26 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        CLOCK_SOURCE_STATUS_NAME,
+        c"What snowflake_id.clock_source = auto uses on this server: tsc or system.",
+        c"tsc when the kernel kept time with the TSC (x86-64, current_clocksource tsc) as the library loaded.",
+        &CLOCK_SOURCE_STATUS,
+        GucContext::Internal,
+        GucFlags::from_bits_retain(pg_sys::GUC_NOT_IN_SAMPLE as i32) | GucFlags::DISALLOW_IN_FILE,
+    );
+    if crate::clock::tsc_available() {
+        // SAFETY: sets an internal setting we just defined, as PostgreSQL does for its own
+        // read-only status settings.
+        unsafe {
+            pg_sys::SetConfigOption(
+                CLOCK_SOURCE_STATUS_NAME.as_ptr(),
+                c"tsc".as_ptr(),
+                pg_sys::GucContext::PGC_INTERNAL,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            );
+        }
+    }
     GucRegistry::define_int_guc(
         c"snowflake_id.max_lead",
         c"How far ahead of the clock a shard may run when its per-tick sequence is exhausted.",

@@ -33,8 +33,8 @@
 //!   `fetch_max`) after the CAS. Readers load them without any lock; a reader may see one counter
 //!   a few ids ahead of another, never a torn value. The number of ids issued is not a counter
 //!   bumped per id: it is `issued_base` plus what `next_free` carries
-//!   ([`crate::core::monotonic::IssuedCount`]), so `issued_base` is added to once per tick, by the
-//!   caller whose CAS moved the word into it.
+//!   ([`crate::core::monotonic::IssuedCount`]), so `issued_base` is added to only by the caller
+//!   whose CAS moved the word forward into a new tick (for a snowflake shard, once per tick).
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
 //!   disk (write, fsync, rename, fsync the directory) and stores it here afterwards, so no backend
@@ -100,7 +100,8 @@ impl Slot {
         tl.count().issued(base, self.next_free.load(Ordering::Acquire))
     }
 
-    /// Starts counting issued ids from zero again.
+    /// Starts counting issued ids from zero again. A reset that races a call entering a new tick
+    /// can miss or double that call's add: the count is then off by less than one tick's ids.
     pub fn reset_issued(&self, tl: &Timeline) {
         self.issued_base.store(tl.count().base_at(self.next_free.load(Ordering::Acquire)), Ordering::Relaxed);
     }

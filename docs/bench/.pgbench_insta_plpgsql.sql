@@ -1,0 +1,1 @@
+SELECT insta_next_id();

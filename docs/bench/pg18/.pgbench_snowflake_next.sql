@@ -1,0 +1,1 @@
+SELECT snowflake_next(7);

@@ -1,0 +1,1 @@
+SELECT uuidv7_next();

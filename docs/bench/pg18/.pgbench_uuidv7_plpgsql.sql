@@ -1,0 +1,1 @@
+SELECT plpgsql_uuidv7();
