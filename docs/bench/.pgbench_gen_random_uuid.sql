@@ -1,1 +1,0 @@
-SELECT gen_random_uuid();

@@ -1,1 +1,0 @@
-SELECT insta_next_id();

@@ -1,1 +1,0 @@
-SELECT nextval('bench_seq');

@@ -1,1 +1,0 @@
-SELECT plpgsql_uuidv7();

@@ -1,1 +1,0 @@
-SELECT snowflake_next(7);

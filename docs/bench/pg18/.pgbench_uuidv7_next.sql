@@ -1,1 +1,0 @@
-SELECT uuidv7_next();
