@@ -246,7 +246,8 @@ pub struct Minted {
     /// never did). More than the lead means the clock stepped back.
     pub behind_ns: u64,
     /// What the generator's issued counter must absorb for this word: 0 for a word that
-    /// follows its predecessor within a tick, which is almost every call. See [`IssuedCount`].
+    /// follows its predecessor within a tick, which is almost every snowflake call. See
+    /// [`IssuedCount`].
     pub count_adjust: u64,
 }
 
