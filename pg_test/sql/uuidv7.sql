@@ -1,5 +1,7 @@
 -- UUIDv7 generation and reading back. The readers' output must be the same on every version:
--- on 14-16 uuid_extract_timestamp/_version come from this extension, on 17+ from core.
+-- on 14-16 uuid_extract_timestamp/_version come from this extension, on 17+ from core. The one
+-- exception is PostgreSQL 17's core uuid_extract_timestamp(), which reads version 1 only and
+-- gives NULL for UUIDv7 (expected/pg17/).
 CREATE EXTENSION snowflake_id;
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';

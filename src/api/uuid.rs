@@ -7,8 +7,9 @@
 //!   `snowflake_next`).
 //! - `uuidv7()` and `uuidv7(shift interval)`: PostgreSQL 18's API, provided on 14–17 as the same
 //!   generator. Not created on 18, where `pg_catalog.uuidv7()` exists and would shadow it anyway.
-//! - `uuid_extract_timestamp(uuid)`, `uuid_extract_version(uuid)`: PostgreSQL 17's readers,
-//!   provided on 14–16 with the same results. Not created on 17 and later.
+//! - `uuid_extract_timestamp(uuid)`, `uuid_extract_version(uuid)`: core's readers (17 added
+//!   them, 18 taught the first to read version 7), provided on 14–16 with PostgreSQL 18's results.
+//!   Not created on 17 and later, where core's shadow them; 17's reads v1 times only.
 //! - `uuidv7_timestamp(uuid)`: the time to the microsecond, from the sub-millisecond fraction.
 //! - `uuidv7_min_id(ts)`, `uuidv7_max_id(ts)`: range bounds, like `snowflake_min_id`/`_max_id`.
 //!
@@ -100,7 +101,7 @@ fn uuidv7_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
     uuidv7_next_shifted(shift)
 }
 
-/// PostgreSQL 17's `uuid_extract_timestamp(uuid)`, for 14–16: the time of a version 1 or 7
+/// PostgreSQL 18's `uuid_extract_timestamp(uuid)`, for 14–16: the time of a version 1 or 7
 /// UUID (milliseconds for v7), NULL for other versions and non-RFC variants.
 #[cfg(any(feature = "pg14", feature = "pg15", feature = "pg16"))]
 #[pg_extern(immutable, strict, parallel_safe)]
