@@ -77,11 +77,6 @@ class Gen:
 def all_generators(pg_major, available):
     gens = [
         Gen("snowflake_next", "snowflake_next()", "bigint", "snowflake_next(g % 8192)", "snowflake_next(7)"),
-        # The default layout mints at most 512 ids per ms per shard; a single-shard bulk insert
-        # faster than that waits for the clock past snowflake_id.max_lead (5 ms). This variant
-        # shows the same insert with the lead raised for the session.
-        Gen("snowflake_next_lead1s", "snowflake_next(), max_lead 1 s", "bigint", "snowflake_next(g % 8192)",
-            "snowflake_next(7)", session="SET snowflake_id.max_lead = '1s';", inserts_only=True),
         Gen("uuidv7_next", "uuidv7_next() (ours)", "uuid", "uuidv7_next()"),
         Gen("nextval", "nextval() / bigserial", "bigint", "nextval('bench_seq')"),
         Gen("gen_random_uuid", "gen_random_uuid() (v4)", "uuid", "gen_random_uuid()"),
@@ -460,16 +455,12 @@ def report(gens, results, notes):
             )
         elif name.startswith("1M-row insert"):
             ceiling_ms = results["config"]["insert_rows"] / results["single_shard"]["ceiling_ids_per_ms"]
-            lead = ins.get("snowflake_next_lead1s")
-            extra = (f" With `snowflake_id.max_lead = '1s'` for the session the same insert takes {lead['insert_ms']:.0f} ms "
-                     f"({lead['insert_ms'] / ins['nextval']['insert_ms']:.2f}× bigserial).") if lead else ""
             lines.append(
                 f"- {name}: {val:.2f}×. Every row goes to shard 7, and one shard mints at most "
                 f"{results['single_shard']['ceiling_ids_per_ms']:.0f} ids per millisecond, so "
                 f"{results['config']['insert_rows']:,} rows need at least {ceiling_ms:.0f} ms of clock; bigserial "
                 f"took {ins['nextval']['insert_ms']:.0f} ms. The layout's ceiling, not the generator's cost, sets "
-                "the pace: spread bulk loads over shards, raise `snowflake_id.max_lead`, or choose a layout with "
-                f"more sequence bits.{extra}"
+                "the pace: spread bulk loads over shards, or choose a layout with more sequence bits."
             )
         else:
             lines.append(f"- {name}: {fmt_ratio(val)}.")

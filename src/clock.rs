@@ -12,7 +12,7 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// Reads the generators' clock, plus `snowflake_id.debug_clock_offset`. Called once per id: with
 /// `snowflake_id.clock_source = auto` on a server whose kernel keeps time with the TSC, it is
-/// extrapolated from the TSC and re-anchored to `CLOCK_REALTIME` at least every millisecond;
+/// extrapolated from the TSC and re-anchored to `CLOCK_REALTIME` at least every 32 µs;
 /// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
@@ -89,24 +89,40 @@ impl CycleSource for Tsc {
 /// The wall clock, as the generators see it.
 pub struct WallClock;
 
-/// Waits are slept in slices of at most this much, so that a query cancel or a shutdown request
-/// is honoured within 10 ms even during a one-second wait for the clock.
-const SLEEP_SLICE_NS: u64 = 10 * NS_PER_MS as u64;
-
 impl Clock for WallClock {
     fn now_unix_ns(&mut self) -> i64 {
         now_unix_ns()
     }
 
+    fn monotonic_ns(&mut self) -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        (ts.tv_sec as u64).wrapping_mul(NS_PER_SEC as u64).wrapping_add(ts.tv_nsec as u64)
+    }
+
+    /// Whole milliseconds wait on the process latch, as PostgreSQL's own waits do: a signal
+    /// (a query cancel, a termination, a reload) ends the wait early, and the death of the
+    /// postmaster ends the process. The part below a millisecond, which a latch timeout cannot
+    /// express, is a plain sleep. The caller measures what really passed and decides again.
     fn sleep_ns(&mut self, ns: u64) {
-        let mut left = ns;
-        while left > 0 {
-            let slice = left.min(SLEEP_SLICE_NS);
-            // SAFETY: pg_usleep is a plain timed sleep; no lock or shared state is held here
-            // (the generators hold nothing across a wait).
-            unsafe { pg_sys::pg_usleep(slice.div_ceil(NS_PER_US as u64) as std::ffi::c_long) };
-            pgrx::check_for_interrupts!();
-            left -= slice;
+        let ms = ns / NS_PER_MS as u64;
+        // SAFETY: MyLatch is this process's own latch; no lock or shared state is held across
+        // a wait (the generators hold nothing while they wait for the clock).
+        unsafe {
+            if ms > 0 {
+                let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+                pg_sys::WaitLatch(
+                    pg_sys::MyLatch,
+                    events as std::ffi::c_int,
+                    ms.min(i32::MAX as u64) as std::ffi::c_long,
+                    pg_sys::PG_WAIT_EXTENSION,
+                );
+                pg_sys::ResetLatch(pg_sys::MyLatch);
+            } else {
+                pg_sys::pg_usleep(ns.div_ceil(NS_PER_US as u64) as std::ffi::c_long);
+            }
         }
+        pgrx::check_for_interrupts!();
     }
 }

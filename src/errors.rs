@@ -8,9 +8,11 @@
 //! | 22004 | null_value_not_allowed | a NULL shard |
 //! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
 //! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
+//! | 58000 | system_error | the clock did not advance while a call waited for it |
 //! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout |
 //! | 58030 | io_error | the reservation file cannot be read or written |
-//! | 25006 | read_only_sql_transaction | a generator on a hot standby |
+//! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
+//! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
 //! sentences.
@@ -20,6 +22,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::core::layout::{IdError, Layout, LayoutError};
 use crate::core::monotonic::MintError;
+use crate::core::reservation::Refusal;
 use crate::core::time::{self, NS_PER_MS};
 
 const FUNC: &str = "snowflake_id";
@@ -74,6 +77,16 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
         .set_hint(
             "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
         ),
+        (MintError::ClockStalled { waited_ns, ahead_ns }, _) => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
+            format!("system clock did not advance while waiting {} ms", waited_ns / NS_PER_MS as u64),
+            FUNC,
+        )
+        .set_detail(format!(
+            "Ids for {what} run {} ms ahead of the clock, and the clock did not catch up.",
+            ahead_ns.div_ceil(NS_PER_MS as u64)
+        ))
+        .set_hint("Check that the server's clock advances. No id was issued by this call; none is repeated."),
         (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("system clock reads {}, before the snowflake epoch", ms(now_unix_ns)),
@@ -196,15 +209,68 @@ pub fn reservation_io(op: &str, e: &std::io::Error) -> ErrorReport {
     .set_hint("Check the data directory's disk and permissions.")
 }
 
-/// The reservation file exists but cannot be continued.
-pub fn reservation_unusable(why: &str) -> ErrorReport {
+/// A start found no reservation file (a LOG line).
+pub fn no_reservation_file() -> ErrorReport {
     ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("cannot continue from the snowflake_id reservation file \"{}\"", crate::core::reservation::FILE_NAME),
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!("snowflake_id: no reservation file \"{}\"; the generators start from the clock", crate::core::reservation::FILE_NAME),
         FUNC,
     )
-    .set_detail(format!("{}{}.", why[..1].to_uppercase(), &why[1..]))
-    .set_hint("Restore the previous snowflake_id.layout and snowflake_id.epoch. To start a new id space on purpose, make sure no old ids share a table with new ones, then remove the file from the data directory.")
+    .set_detail("That is expected the first time the library is preloaded in this data directory. In a data directory that already issued ids (restored from a backup, copied, or the file removed), new ids are only above the old ones if the clock is past them.")
+    .set_hint("If the clock may be behind ids already stored, call snowflake_id_advance() with a time after them before minting.")
+}
+
+/// A start found a reservation far ahead of the clock (a WARNING).
+pub fn reservation_far_ahead(until_unix_ms: i64, now_unix_ms: i64) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "snowflake_id reservation lies {} s ahead of the clock",
+            (until_unix_ms - now_unix_ms) / crate::core::time::MS_PER_SEC
+        ),
+        FUNC,
+    )
+    .set_detail(format!(
+        "The reservation file \"{}\" says ids may have been issued up to {}, and the clock reads {}. The generators refuse with SQLSTATE 58000 until the clock gets there.",
+        crate::core::reservation::FILE_NAME,
+        time::format_unix_ms(until_unix_ms),
+        time::format_unix_ms(now_unix_ms)
+    ))
+    .set_hint("If the clock is right now and was wrong when the file was written, and no stored id lies in the future, stop the server, remove the file, and start the server again.")
+}
+
+/// Every generator refuses: a start found a reservation file they cannot continue from.
+pub fn generators_disabled(refusal: Refusal, why: &str) -> ErrorReport {
+    let file = crate::core::reservation::FILE_NAME;
+    let (code, what, hint) = match refusal {
+        Refusal::Unreadable => (
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            "cannot be read",
+            "Fix the file's permissions or the disk; the next call reads it again. Or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time)."        ),
+        Refusal::Damaged => (
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            "is damaged",
+            "Restore the file from a backup of the data directory, or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time).",
+        ),
+        Refusal::OtherLayout => (
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "belongs to another layout",
+            "Restore the previous snowflake_id.layout and snowflake_id.epoch and restart. To start a new id space on purpose, make sure no old ids share a table with new ones, then remove the file; the next call starts afresh.",
+        ),
+    };
+    ErrorReport::new(
+        code,
+        format!("snowflake_id generators are disabled: the reservation file \"{file}\" {what}"),
+        FUNC,
+    )
+    .set_detail(format!("{}. The readers keep working; no id is issued until this is fixed.", capitalized(why)))
+    .set_hint(hint)
+}
+
+/// `why` with its first letter in upper case, as a DETAIL sentence starts.
+fn capitalized(why: &str) -> String {
+    let mut chars = why.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// A generator called on a hot standby.
@@ -223,4 +289,22 @@ pub fn advance_too_far(ts_unix_ms: i64, limit: &str) -> ErrorReport {
     )
     .set_detail(format!("It is {limit}; the move would be permanent."))
     .set_hint("Pass the old primary's reservation, or now() plus the clock skew you allow.")
+}
+
+/// The clock read before the epoch when the library loaded (a WARNING: the server starts).
+pub fn epoch_in_future(e: &LayoutError) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id: the clock reads before snowflake_id.epoch", FUNC)
+        .set_detail(e.to_string())
+        .set_hint("snowflake_next refuses with SQLSTATE 22008 until the clock passes the epoch; UUIDv7 and the readers work. Check the server's clock, or the epoch.")
+}
+
+/// `snowflake_id_advance` where it must not write.
+pub fn advance_read_only(on_standby: bool) -> ErrorReport {
+    let msg = if on_standby {
+        "cannot advance the generators during recovery"
+    } else {
+        "cannot advance the generators in a read-only transaction"
+    };
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, msg, FUNC)
+        .set_detail("snowflake_id_advance writes the reservation file and moves every generator of the server.")
 }

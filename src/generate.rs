@@ -51,12 +51,20 @@ fn refuse_during_recovery(slot: &Slot) {
 /// Raises the generator's error (with its SQLSTATE) when no word can be issued.
 pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
     refuse_during_recovery(slot);
+    // A start that found a reservation file the generators cannot continue from disabled them;
+    // the file may have been fixed since.
+    if shmem::refusal().is_some() {
+        if let Err(e) = reservation::recover() {
+            slot.errors.fetch_add(1, Ordering::Relaxed);
+            errors::raise(e);
+        }
+    }
     loop {
         let reserved = shmem::reserved_until();
         let limit = tl.first_word_at(reserved);
-        match monotonic::mint(&slot.next_free, &mut WallClock, tl, policy, limit) {
+        match monotonic::mint(&slot.state, &mut WallClock, tl, policy, limit) {
             Ok(m) => {
-                record(slot, &m, tl, policy);
+                record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);
                 if crate::core::reservation::due_for_renewal(reserved, word_ms) {
                     // Opportunistic: the id is already covered and handed out, so a failure here
@@ -108,15 +116,15 @@ pub fn record_fast(slot: &Slot, m: &Minted, tl: &Timeline) {
     }
 }
 
-fn record(slot: &Slot, m: &Minted, tl: &Timeline, policy: &ClockPolicy) {
+fn record(slot: &Slot, m: &Minted, tl: &Timeline) {
     record_fast(slot, m, tl);
     if m.waited_ns > 0 {
         slot.waits.fetch_add(1, Ordering::Relaxed);
         slot.wait_ns.fetch_add(m.waited_ns, Ordering::Relaxed);
     }
-    // Within the lead, a clock behind the last id is the generator's own borrowing; past it,
-    // the clock stepped back.
-    if m.behind_ns > u64::from(policy.max_lead_ms) * NS_PER_MS as u64 {
+    // Only a clock reading behind a tick it already showed: a generator that merely runs ahead
+    // (any backend's lead, a restart at the reservation) is not a step back.
+    if m.behind_ns > 0 {
         record_backstep(slot, m.behind_ns);
     }
 }

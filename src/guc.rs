@@ -4,17 +4,19 @@
 //! |---|---|---|
 //! | `snowflake_id.layout` | postmaster | changing the widths on a live server would re-read old ids wrongly and break ordering |
 //! | `snowflake_id.epoch` | postmaster | same: the epoch is part of every id |
-//! | `snowflake_id.max_lead` | superuser | how far ids may run ahead of the clock; any value keeps ids unique |
-//! | `snowflake_id.max_rewind_wait` | superuser | how long a call may wait for a clock that stepped back |
-//! | `snowflake_id.uuidv7_max_lead` | superuser | how far UUIDv7 times may run ahead of the clock; any value keeps them unique and ordered |
-//! | `snowflake_id.shards` | superuser | the shards this server may mint for; only restricts, so it may change at reload |
-//! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`; still subject to `snowflake_id.shards` |
+//! | `snowflake_id.max_lead` | sighup | how far a shard's ids may run ahead of the clock: the state word is shared, so one session's lead would be every session's |
+//! | `snowflake_id.max_rewind_wait` | sighup | how long a call waits for a clock that stepped back: one policy for the whole server |
+//! | `snowflake_id.uuidv7_max_lead` | sighup | as `max_lead`, for the one UUIDv7 state every backend shares |
+//! | `snowflake_id.shards` | sighup | the shards this server owns: a fence no session or role may widen |
+//! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`: any session may pick one, but only inside the fence |
 //! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
 //! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
 //! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
-//! every backend inherits the parsed value), and kept in [`layout`].
+//! every backend inherits the parsed value), and kept in [`layout`]. Without the preload they
+//! come from the configuration files, read when the library loads: never from a value a session
+//! set before the library was loaded, which would let any user skew what the readers return.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -48,7 +50,7 @@ const CLOCK_SOURCE_STATUS_NAME: &CStr = c"snowflake_id.clock_source_status";
 /// `snowflake_id.clock_source`: where the generators read the time.
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ClockSource {
-    /// The TSC, re-anchored to `CLOCK_REALTIME` every millisecond, when the kernel itself keeps
+    /// The TSC, re-anchored to `CLOCK_REALTIME` every 32 µs, when the kernel itself keeps
     /// time with the TSC; `CLOCK_REALTIME` otherwise.
     #[name = c"auto"]
     Auto,
@@ -73,16 +75,22 @@ static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
 /// Raises an ERROR (FATAL in the postmaster, so the server does not start) when the layout or
 /// epoch in the configuration cannot be used.
 pub fn init() {
-    // A value in postgresql.conf sits in a placeholder until the setting is defined. If the check
-    // hook refuses it, PostgreSQL only warns and keeps the default, which for an id layout would
-    // be a silent disaster. So read the configured text first and refuse it ourselves.
-    let configured_layout = placeholder(LAYOUT_NAME);
-    let configured_epoch = placeholder(EPOCH_NAME);
-
-    // PostgreSQL refuses to define postmaster-context settings after startup, so a library
-    // loaded on demand (not preloaded) only reads what the configuration file says.
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    // A value in postgresql.conf sits in a placeholder until the setting is defined. If the check
+    // hook refuses it, PostgreSQL only warns and keeps the default, which for an id layout would
+    // be a silent disaster. So read the configured text first and refuse it ourselves. In the
+    // postmaster the placeholder holds the configuration (files and command line); in a backend
+    // loading the library on demand it may hold whatever the session SET, so read the files.
+    let (configured_layout, configured_epoch) = if preloading {
+        (placeholder(LAYOUT_NAME), placeholder(EPOCH_NAME))
+    } else {
+        let mut from_files = config_file_values(&[LAYOUT_NAME, EPOCH_NAME]).into_iter();
+        (from_files.next().flatten(), from_files.next().flatten())
+    };
+
+    // PostgreSQL refuses to define postmaster-context settings after startup, so a library
+    // loaded on demand (not preloaded) only reads what the configuration files say.
     // SAFETY: the hooks are plain functions that only parse their argument.
     if preloading {
         unsafe {
@@ -115,6 +123,12 @@ pub fn init() {
     let epoch_text = configured_epoch.unwrap_or_else(|| setting_text(&EPOCH));
     match parse_layout(&layout_text, &epoch_text) {
         Ok(layout) => {
+            // A clock before the epoch is the clock's fault as often as the epoch's: the server
+            // starts, the readers work, and the generators refuse with 22008 until the clock
+            // passes the epoch.
+            if let Err(e) = layout.check_epoch_not_in_future(crate::clock::now_unix_ms()) {
+                crate::errors::epoch_in_future(&e).report(PgLogLevel::WARNING);
+            }
             let _ = ACTIVE_LAYOUT.set(layout);
         }
         Err(e) => crate::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
@@ -127,7 +141,7 @@ pub fn init() {
             c"The shards this server may mint snowflake ids for: * for all, or a list such as 0-15,40.",
             c"snowflake_next refuses any other shard, which catches two servers configured with the same shard.",
             &SHARDS,
-            GucContext::Suset,
+            GucContext::Sighup,
             GucFlags::default(),
             Some(check_shards),
             Some(assign_shards),
@@ -157,7 +171,7 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"snowflake_id.clock_source",
         c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system (clock_gettime on every call).",
-        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every millisecond, which halves the cost of a clock read. Either keeps ids unique.",
+        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 32 microseconds, which halves the cost of a clock read. Either keeps ids unique.",
         &CLOCK_SOURCE,
         GucContext::Suset,
         GucFlags::default(),
@@ -189,7 +203,7 @@ pub fn init() {
         &MAX_LEAD_MS,
         0,
         1000,
-        GucContext::Suset,
+        GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
@@ -199,7 +213,7 @@ pub fn init() {
         &MAX_REWIND_WAIT_MS,
         0,
         60_000,
-        GucContext::Suset,
+        GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
@@ -209,7 +223,7 @@ pub fn init() {
         &UUIDV7_MAX_LEAD_MS,
         0,
         60_000,
-        GucContext::Suset,
+        GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
     reserve_prefix();
@@ -264,13 +278,55 @@ pub fn debug_clock_offset_ns() -> i64 {
     i64::from(DEBUG_CLOCK_OFFSET_MS.get()) * crate::core::time::NS_PER_MS
 }
 
-/// The full check: widths, epoch, and that the epoch is not in the future.
+/// The widths and the epoch, checked together.
 fn parse_layout(layout: &str, epoch: &str) -> Result<Layout, LayoutError> {
     let widths = Widths::parse(layout)?;
-    let epoch_ms = time::parse_timestamp_ms(epoch).map_err(LayoutError::Syntax)?;
-    let layout = Layout::new(widths, epoch_ms)?;
-    layout.check_epoch_not_in_future(crate::clock::now_unix_ms())?;
-    Ok(layout)
+    let epoch_ms = time::parse_timestamp_ms(epoch).map_err(LayoutError::BadEpoch)?;
+    Layout::new(widths, epoch_ms)
+}
+
+/// The values the server's configuration files give `names` (the last one wins, as in
+/// PostgreSQL): `postgresql.conf` with its includes, then `postgresql.auto.conf`. `None` for a
+/// name the files do not set. Reads only files the server itself reads; a file that cannot be
+/// parsed counts as setting nothing, as PostgreSQL's own reload would refuse it.
+fn config_file_values(names: &[&CStr]) -> Vec<Option<String>> {
+    let mut values = vec![None; names.len()];
+    // SAFETY: ParseConfigFile reads the files into a list allocated in the current memory
+    // context, which we walk and free; ConfigFileName is set at server start. The auto file is
+    // relative to the data directory, every backend's working directory.
+    unsafe {
+        for (file, strict) in
+            [(pg_sys::ConfigFileName.cast_const(), true), (pg_sys::PG_AUTOCONF_FILENAME.as_ptr(), false)]
+        {
+            if file.is_null() {
+                continue;
+            }
+            let (mut head, mut tail) = (std::ptr::null_mut(), std::ptr::null_mut());
+            let ok = pg_sys::ParseConfigFile(
+                file,
+                strict,
+                std::ptr::null(),
+                0,
+                0,
+                pg_sys::DEBUG1 as i32,
+                &mut head,
+                &mut tail,
+            );
+            let mut item = head;
+            while ok && !item.is_null() {
+                let var = &*item;
+                if !var.name.is_null() && !var.value.is_null() {
+                    let name = CStr::from_ptr(var.name).to_bytes();
+                    if let Some(i) = names.iter().position(|n| n.to_bytes().eq_ignore_ascii_case(name)) {
+                        values[i] = Some(CStr::from_ptr(var.value).to_string_lossy().into_owned());
+                    }
+                }
+                item = var.next;
+            }
+            pg_sys::FreeConfigVariables(head);
+        }
+    }
+    values
 }
 
 fn setting_text(s: &GucSetting<Option<CString>>) -> String {
@@ -332,9 +388,18 @@ unsafe extern "C-unwind" fn check_epoch(
     let Some(text) = hook_text(newval) else {
         return true;
     };
-    let checked = time::parse_timestamp_ms(&text).map_err(LayoutError::Syntax).and_then(|ms| {
+    // At start (the postmaster loading the library) the clock is not checked: a clock that reads
+    // before the epoch must not silently swap in the default epoch (see `init`). Later, as when
+    // ALTER SYSTEM validates a new value, an epoch the clock has not reached is refused.
+    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
+    let starting = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    let checked = time::parse_timestamp_ms(&text).map_err(LayoutError::BadEpoch).and_then(|ms| {
         let l = Layout::new(Widths::DEFAULT, ms)?;
-        l.check_epoch_not_in_future(crate::clock::now_unix_ms())
+        if starting {
+            Ok(())
+        } else {
+            l.check_epoch_not_in_future(crate::clock::now_unix_ms())
+        }
     });
     match checked {
         Err(e) => check_failed(&e),

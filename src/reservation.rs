@@ -1,41 +1,133 @@
 //! Reading and renewing the reservation file (the durable high-water mark). The rules are in
 //! `crate::core::reservation`; the locking protocol is in `crate::shmem`.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 
 use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::PgLogLevel;
 
 use crate::core::layout::Layout;
-use crate::core::reservation::{self as rules, Reservation, FILE_NAME};
+use crate::core::reservation::{self as rules, Refusal, Reservation, FAR_AHEAD_WARNING_MS, FILE_NAME, MAX_FILE_BYTES};
 use crate::shmem::{self, ReservationLock};
 use crate::{clock, errors, guc};
 
-/// The reservation left by the previous run, or 0 when there is none (a new data directory).
-/// Runs in the postmaster at every (re)start of shared memory. The working directory of every
-/// PostgreSQL process is the data directory, so the file name is relative to it.
-///
-/// # Panics
-/// Raises an ERROR (the postmaster turns it into FATAL: the server does not start) when the file
-/// cannot be read or was written under another layout.
-pub fn load(layout: &Layout) -> i64 {
-    let bytes = match fs::read(FILE_NAME) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return 0,
-        Err(e) => errors::raise(errors::reservation_io("read", &e)),
-    };
-    let checked = Reservation::from_bytes(&bytes).and_then(|r| r.check_layout(layout).map(|()| r));
-    match checked {
-        Ok(r) => r.reserved_until_unix_ms,
-        Err(why) => errors::raise(errors::reservation_unusable(&why)),
+/// What a (re)start finds in the data directory.
+pub enum Found {
+    /// No file: a new data directory, or one whose file was removed on purpose.
+    Nothing,
+    /// A reservation to continue from.
+    Continue(Reservation),
+    /// A file the generators cannot continue from; they refuse until it is fixed.
+    Refuse(Refusal, String),
+}
+
+/// Reads the reservation left by the previous run. The working directory of every PostgreSQL
+/// process is the data directory, so the file name is relative to it. Never raises: it runs in
+/// the postmaster, where an error would stop the whole server. At most [`MAX_FILE_BYTES`] are
+/// read, whatever the file's size.
+pub fn load(layout: &Layout) -> Found {
+    let mut bytes = Vec::new();
+    let read = File::open(FILE_NAME).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes));
+    match read {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Found::Nothing,
+        Err(e) => Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}")),
+        Ok(_) => match rules::judge(&bytes, layout) {
+            Ok(r) => Found::Continue(r),
+            Err((refusal, why)) => Found::Refuse(refusal, why),
+        },
     }
 }
 
-/// Writes the file durably: a temporary file, fsync, rename over the old one, fsync the
-/// directory. Plain Rust I/O: no PostgreSQL allocation and no ereport while the lock is held.
+/// Says in the server log what a start found, when it deserves a line: a missing file, a
+/// reservation far ahead of the clock, or a file the generators cannot continue from.
+pub fn log_start(found: &Found, now_unix_ms: i64) {
+    match found {
+        Found::Nothing => errors::no_reservation_file().report(PgLogLevel::LOG),
+        Found::Continue(r) if r.reserved_until_unix_ms - now_unix_ms > FAR_AHEAD_WARNING_MS => {
+            errors::reservation_far_ahead(r.reserved_until_unix_ms, now_unix_ms).report(PgLogLevel::WARNING);
+        }
+        Found::Continue(_) => {}
+        Found::Refuse(refusal, why) => errors::generators_disabled(*refusal, why).report(PgLogLevel::WARNING),
+    }
+}
+
+/// The generators refuse because of the file. Re-reads it, under the lock: if it is usable
+/// now (repaired, replaced, or removed on purpose), starts every generator at its reservation
+/// and lets them mint again.
+///
+/// # Errors
+/// The refusal, with its SQLSTATE, while the file is still unusable.
+pub fn recover() -> Result<(), ErrorReport> {
+    let Some(lock) = ReservationLock::acquire(true) else { return Err(errors::not_preloaded()) };
+    if shmem::refusal().is_none() {
+        return Ok(()); // another backend recovered while we waited
+    }
+    let layout = guc::layout();
+    match load(layout) {
+        Found::Refuse(refusal, why) => {
+            drop(lock);
+            Err(errors::generators_disabled(refusal, &why))
+        }
+        found => {
+            let (until, written_at) = match &found {
+                Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms),
+                _ => (0, 0),
+            };
+            shmem::start_generators(layout, until, written_at);
+            lock.publish_loaded(until);
+            lock.clear_refusal();
+            Ok(())
+        }
+    }
+}
+
+/// `snowflake_id_advance(ts)` on generators refused because of an unreadable or damaged file:
+/// the caller asserts that no id at or after `until` exists, which is all the file would have
+/// said. Replaces the file with a reservation at `until` and lets the generators mint again. A
+/// file from another layout is never replaced: its ids would share tables with the new ones.
+///
+/// # Errors
+/// The refusal, for a file from another layout; an I/O error writing the new file.
+pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
+    let Some(lock) = ReservationLock::acquire(true) else { return Err(errors::not_preloaded()) };
+    match shmem::refusal() {
+        None => return Ok(()),
+        Some(Refusal::OtherLayout) => {
+            drop(lock);
+            return recover(); // still another layout: its error; removed meanwhile: recovered
+        }
+        Some(_) => {}
+    }
+    let layout = guc::layout();
+    let now = clock::now_unix_ms();
+    if let Err(e) = write_durably(&Reservation::new(layout, until, now)) {
+        drop(lock);
+        return Err(errors::reservation_io("write", &e));
+    }
+    shmem::start_generators(layout, until, now);
+    lock.publish(until, now);
+    lock.clear_refusal();
+    Ok(())
+}
+
+/// Writes the file durably: a new temporary file (never through a link, never over an
+/// existing file, readable by the server's user only), fsync, rename over the old one, fsync
+/// the directory. Plain Rust I/O: no PostgreSQL allocation and no ereport while the lock is held.
 fn write_durably(r: &Reservation) -> io::Result<()> {
     let tmp = format!("{FILE_NAME}.tmp");
-    let mut f = File::create(&tmp)?;
+    let create =
+        || OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp);
+    let mut f = match create() {
+        // Left by a crash during an earlier write (we hold the lock: no one else is writing).
+        // remove_file removes a link itself, never what it points to.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&tmp)?;
+            create()?
+        }
+        other => other?,
+    };
     f.write_all(&r.to_bytes())?;
     f.sync_all()?;
     drop(f);
@@ -49,8 +141,14 @@ fn write_durably(r: &Reservation) -> io::Result<()> {
 ///
 /// # Errors
 /// An I/O error writing the file (SQLSTATE 58030). The reservation is unchanged then, so no id
-/// past it is issued: the server fails closed.
+/// past it is issued: the server fails closed. Also the generators' refusal, when a start found
+/// a file they cannot continue from: the file is never overwritten then.
 pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
+    // The refusal is only ever cleared, never set, once the server runs: checking it before
+    // taking the lock is enough to never overwrite a file the generators refused.
+    if shmem::refusal().is_some() {
+        recover()?;
+    }
     let Some(lock) = ReservationLock::acquire(must) else {
         // Without the lock (only when not preloaded, as acquire(true) always gets it), a
         // mandatory renewal cannot happen: fail rather than let the caller retry forever.

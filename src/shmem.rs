@@ -9,11 +9,14 @@
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
 //!   reservation_written_at    AtomicI64
+//!   refusal                   AtomicU32     why every generator refuses (a reservation file it
+//!                                           cannot continue from), 0 when they may mint
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
 //!
 //! Slot (one per generator, on its own pair of cache lines)
-//!   next_free                 AtomicU64     the next free generator word
+//!   state.next_free           AtomicU64     the next free generator word
+//!   state.seen_tick           AtomicU64     the latest clock tick a minter read (crate::core::monotonic::State)
 //!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
@@ -22,13 +25,17 @@
 //! # Protocol
 //! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under
 //!   `AddinShmemInitLock`, before any backend exists, and never again.
-//! - **`Slot::next_free`** is owned by no one: every backend and parallel worker updates it with a
-//!   single compare-and-swap (`crate::core::monotonic`). A CAS either installs `w + 1`, which hands
+//! - **`Slot::state.next_free`** is owned by no one: every backend and parallel worker updates it
+//!   with a single compare-and-swap (`crate::core::monotonic`). A CAS either installs `w + 1`, which hands
 //!   out word `w` to exactly that caller, or fails and the caller retries with the value it saw.
 //!   There is no lock, so there is nothing to wait on and nothing a crash can leave held. The
 //!   critical section is the one CAS instruction: it cannot block, allocate, call SPI or raise.
 //!   The word only grows; a refused call leaves it as it was. `snowflake_id_advance()` may also
 //!   raise it with an atomic `fetch_max`, which a concurrent CAS simply sees and retries on.
+//! - **`Slot::state.seen_tick`** only grows, by `fetch_max`, from any minter (about once per tick:
+//!   a minter loads it first and writes only a newer tick), from the startup hook (the clock of
+//!   the reservation's last write) and from `snowflake_id_advance()`. It only tells a clock step
+//!   back from a generator that runs ahead; no id depends on it.
 //! - **The statistics** in a slot are independent counters, bumped with relaxed atomic adds (or
 //!   `fetch_max`) after the CAS. Readers load them without any lock; a reader may see one counter
 //!   a few ids ahead of another, never a torn value. The number of ids issued is not a counter
@@ -45,20 +52,29 @@
 //!   inside it allocates from PostgreSQL or raises an error (errors are raised after release),
 //!   and PostgreSQL releases it on any error anyway.
 //!
+//! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
+//!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
+//!   `i64::MIN`, so no id passes the fast path, and the slow path raises the reason. It is
+//!   cleared, and the generators started at the file's reservation, only under the LWLock by the
+//!   backend that finds the file usable again (`crate::reservation::recover`). The server and
+//!   every reader keep working meanwhile.
+//!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
 //! pointer below stays null and every accessor reports [`NotPreloaded`], which the SQL layer
 //! turns into SQLSTATE 55000 with a hint. A crash restart re-creates the segment, starting every
-//! generator at the reservation read back from disk.
+//! generator at the reservation read back from disk. Nothing here stops the postmaster: a file
+//! it cannot continue from disables the generators, with a WARNING in the log.
 
 use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::core::monotonic::Timeline;
+use crate::core::monotonic::{State, Timeline};
+use crate::core::reservation::Refusal;
 use crate::core::uuidv7;
 use crate::{guc, reservation};
 
@@ -70,13 +86,14 @@ struct Header {
     reserved_until_unix_ms: AtomicI64,
     reservation_writes: AtomicU64,
     reservation_written_at: AtomicI64,
+    refusal: AtomicU32,
 }
 
 /// One generator's state word and statistics.
 #[repr(C, align(128))]
 #[derive(Default)]
 pub struct Slot {
-    pub next_free: AtomicU64,
+    pub state: State,
     pub issued_base: AtomicU64,
     pub ahead_ticks: AtomicU64,
     pub max_lead_ms: AtomicU64,
@@ -88,27 +105,31 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Starts the generator at `next_free`, with nothing issued yet.
-    fn start_at(&self, next_free: u64, tl: &Timeline) {
-        self.next_free.store(next_free, Ordering::Relaxed);
+    /// Starts the generator at `next_free`, with the clock seen at `seen_tick` and nothing
+    /// issued yet.
+    fn start_at(&self, next_free: u64, seen_tick: u64, tl: &Timeline) {
+        self.state.next_free.store(next_free, Ordering::Relaxed);
+        self.state.seen_tick.store(seen_tick, Ordering::Relaxed);
         self.issued_base.store(tl.count().base_at(next_free), Ordering::Relaxed);
     }
 
     /// The ids issued since the start or the last reset.
     pub fn issued(&self, tl: &Timeline) -> u64 {
         let base = self.issued_base.load(Ordering::Relaxed);
-        tl.count().issued(base, self.next_free.load(Ordering::Acquire))
+        tl.count().issued(base, self.state.next_free.load(Ordering::Acquire))
     }
 
     /// Starts counting issued ids from zero again. A reset that races a call entering a new tick
     /// can miss or double that call's add: the count is then off by less than one tick's ids.
     pub fn reset_issued(&self, tl: &Timeline) {
-        self.issued_base.store(tl.count().base_at(self.next_free.load(Ordering::Acquire)), Ordering::Relaxed);
+        self.issued_base.store(tl.count().base_at(self.state.next_free.load(Ordering::Acquire)), Ordering::Relaxed);
     }
 
-    /// Raises the generator to at least `word` without issuing anything (`snowflake_id_advance`).
-    pub fn raise_to(&self, word: u64, tl: &Timeline) {
-        let prev = self.next_free.fetch_max(word, Ordering::AcqRel);
+    /// Raises the generator to at least `word` without issuing anything, as if the clock had
+    /// been seen at `seen_tick` (`snowflake_id_advance`, and recovery from a damaged file).
+    pub fn raise_to(&self, word: u64, seen_tick: u64, tl: &Timeline) {
+        self.state.seen_tick.fetch_max(seen_tick, Ordering::AcqRel);
+        let prev = self.state.next_free.fetch_max(word, Ordering::AcqRel);
         if word > prev {
             self.issued_base.fetch_add(tl.count().on_raise(prev, word), Ordering::Relaxed);
         }
@@ -180,9 +201,15 @@ unsafe extern "C-unwind" fn shmem_startup() {
         }
         let layout = guc::layout();
         let shard_count = layout.shard_count();
-        // Read the reservation before taking the lock: it may raise (a damaged file, a changed
-        // layout), which stops the server with the reason.
-        let reserved = reservation::load(layout);
+        // Read the reservation before taking the lock. Whatever the file holds, the server
+        // starts: a file the generators cannot continue from disables them, with a WARNING.
+        let found = reservation::load(layout);
+        reservation::log_start(&found, crate::clock::now_unix_ms());
+        let (reserved, written_at, refusal) = match &found {
+            reservation::Found::Nothing => (0, 0, 0),
+            reservation::Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),
+            reservation::Found::Refuse(why, _) => (i64::MIN, 0, *why as u32),
+        };
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
@@ -191,13 +218,17 @@ unsafe extern "C-unwind" fn shmem_startup() {
             ptr::write_bytes(base.cast::<u8>(), 0, segment_size(shard_count));
             (&raw mut (*base).shard_count).write(shard_count as u64);
             (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
-            // Every generator starts at the reservation: above every id issued before.
+            (*base).refusal.store(refusal, Ordering::Relaxed);
+            // Every generator starts at the reservation, above every id issued before, with the
+            // clock last seen when the file was written.
             let slots = base.add(1).cast::<Slot>();
-            (*slots).start_at(uuidv7::TIMELINE.first_word_at(reserved), &uuidv7::TIMELINE);
+            let start = |slot: &Slot, tl: &Timeline| {
+                slot.start_at(tl.first_word_at(reserved), tl.tick_of_unix_ms(written_at), tl);
+            };
+            start(&*slots, &uuidv7::TIMELINE);
             let tl = layout.timeline();
-            let first = tl.first_word_at(reserved);
             for i in 0..shard_count {
-                (*slots.add(1 + i)).start_at(first, &tl);
+                start(&*slots.add(1 + i), &tl);
             }
         }
         LOCK.store(&raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock, Ordering::Release);
@@ -274,6 +305,24 @@ pub fn shard_slots() -> Result<impl Iterator<Item = (u32, &'static Slot)>, NotPr
     Ok((0..seg.header().shard_count as u32).map(move |s| (s, seg.slot(1 + s as usize))))
 }
 
+/// Why every generator refuses, if they do (see [`Refusal`]).
+#[inline]
+pub fn refusal() -> Option<Refusal> {
+    segment().ok().and_then(|s| Refusal::from_code(s.header().refusal.load(Ordering::Acquire)))
+}
+
+/// Raises every generator to the reservation `until`, with the clock seen at `written_at`, for
+/// generators that were refused at start and may mint again. Only the lock holder calls it.
+pub fn start_generators(layout: &crate::core::layout::Layout, until: i64, written_at: i64) {
+    let Ok(seg) = segment() else { return };
+    let raise = |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(written_at), tl);
+    raise(seg.slot(0), &uuidv7::TIMELINE);
+    let tl = layout.timeline();
+    for s in 0..seg.header().shard_count as usize {
+        raise(seg.slot(1 + s), &tl);
+    }
+}
+
 /// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.
 #[inline]
 pub fn reserved_until() -> i64 {
@@ -313,6 +362,21 @@ impl ReservationLock {
         };
         // `then`, not `then_some`: building the guard eagerly would release a lock we do not hold.
         (got || wait).then(|| ReservationLock(lock))
+    }
+
+    /// Lets the generators mint again, once the lock holder has started them at a usable
+    /// reservation ([`start_generators`], [`ReservationLock::publish`]).
+    pub fn clear_refusal(&self) {
+        if let Ok(seg) = segment() {
+            seg.header().refusal.store(0, Ordering::Release);
+        }
+    }
+
+    /// Publishes a reservation read back from disk (recovery), without counting a write.
+    pub fn publish_loaded(&self, reserved_until_unix_ms: i64) {
+        if let Ok(seg) = segment() {
+            seg.header().reserved_until_unix_ms.fetch_max(reserved_until_unix_ms, Ordering::AcqRel);
+        }
     }
 
     /// Publishes a reservation that is now on disk. Only the lock holder may call it.

@@ -43,12 +43,24 @@ FROM (SELECT u, lag(u) OVER (ORDER BY n) AS prev FROM g) s;
 -- With no lead allowed, the time is the clock's at the call, to the millisecond. Inside a
 -- millisecond the 12-bit fraction counts on (RFC 9562 method 3) when calls come faster than
 -- one per 244 ns, so it may read a few microseconds past the clock, never a millisecond.
-SET snowflake_id.uuidv7_max_lead = 0;
+-- The lead is a server setting (the UUIDv7 state is shared by every backend): set it for the
+-- server, and let the reload reach this session.
+ALTER SYSTEM SET snowflake_id.uuidv7_max_lead = 0;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+SHOW snowflake_id.uuidv7_max_lead;
 SELECT count(*) FILTER (WHERE uuidv7_timestamp(u) < date_trunc('milliseconds', c0)
                            OR date_trunc('milliseconds', uuidv7_timestamp(u)) > c1) AS outside_the_call
 FROM (SELECT clock_timestamp() AS c0, uuidv7_next() AS u, clock_timestamp() AS c1
       FROM generate_series(1, 20000)) s;
-RESET snowflake_id.uuidv7_max_lead;
+ALTER SYSTEM RESET snowflake_id.uuidv7_max_lead;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+SHOW snowflake_id.uuidv7_max_lead;
+-- A session cannot change it: one session's lead would be every session's.
+\set VERBOSITY sqlstate
+SET snowflake_id.uuidv7_max_lead = '10s';
+\set VERBOSITY default
 
 -- Shifted values (PostgreSQL 18's uuidv7(interval)): the time moves, calendar-aware.
 SELECT uuidv7_timestamp(uuidv7_next(interval '-1 day')) BETWEEN now() - interval '1 day 1 minute' AND clock_timestamp() - interval '1 day' AS minus_a_day,

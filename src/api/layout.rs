@@ -3,7 +3,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::layout::{Layout, Widths};
+use crate::core::layout::{Layout, LayoutError, Widths, MAX_LAYOUT_LEN};
 use crate::{errors, guc};
 
 /// The figures of a layout: the server's (`snowflake_layout()`), or any layout a DBA is weighing
@@ -12,10 +12,13 @@ use crate::{errors, guc};
 ///
 /// STABLE: the defaults are the server's settings, fixed while it runs but set in
 /// postgresql.conf. PARALLEL SAFE: reads settings only.
-#[pg_extern(stable, parallel_safe)]
+///
+/// The layout is a `text`, read here as its bytes (the SQL declaration below says `text`): pgrx's
+/// `&str` panics on text that is not UTF-8, which a database in another encoding passes.
+#[pg_extern(stable, parallel_safe, sql = false)]
 fn snowflake_layout(
-    layout: default!(Option<&str>, "NULL"),
-    epoch: default!(Option<TimestampWithTimeZone>, "NULL"),
+    layout: Option<&[u8]>,
+    epoch: Option<TimestampWithTimeZone>,
 ) -> Result<
     TableIterator<
         'static,
@@ -36,8 +39,10 @@ fn snowflake_layout(
     ErrorReport,
 > {
     let server = guc::layout();
+    // A text longer than a layout is refused unread, and a bad one is quoted only in part, so an
+    // unprivileged caller cannot make this backend allocate in proportion to it.
     let widths = match layout {
-        Some(text) => Widths::parse(text).map_err(|e| errors::bad_layout(&e))?,
+        Some(bytes) => Widths::parse(layout_text(bytes)?).map_err(|e| errors::bad_layout(&e))?,
         None => server.widths(),
     };
     let epoch_ms = match epoch {
@@ -46,6 +51,11 @@ fn snowflake_layout(
     };
     let l = Layout::new(widths, epoch_ms).map_err(|e| errors::bad_layout(&e))?;
     let w = l.widths();
+    // A layout that ends after PostgreSQL's last timestamp (294276 AD) lasts forever as far as
+    // any timestamptz can tell: its end is 'infinity'. timestamptz_from_ms refuses such a time
+    // rather than clamping it, so nothing else becomes infinity.
+    let last_timestamp =
+        super::timestamptz_from_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity());
     // Every width is at most 63 and the tick at most 1000, so the casts are exact.
     Ok(TableIterator::once((
         w.to_string(),
@@ -57,10 +67,31 @@ fn snowflake_layout(
         l.max_shard() as i32,
         l.ids_per_ms(),
         l.ids_per_second() as i64,
-        super::timestamptz_from_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity()),
+        last_timestamp,
         l.lifetime_years(),
     )))
 }
+
+/// A layout argument as text: at most [`MAX_LAYOUT_LEN`] bytes of ASCII, which every layout is.
+/// In a database that is not UTF-8, other bytes need not even be UTF-8.
+fn layout_text(bytes: &[u8]) -> Result<&str, ErrorReport> {
+    if bytes.len() > MAX_LAYOUT_LEN {
+        return Err(errors::bad_layout(&LayoutError::TooLong { len: bytes.len(), max: MAX_LAYOUT_LEN }));
+    }
+    std::str::from_utf8(bytes).ok().filter(|t| t.is_ascii()).ok_or_else(|| errors::bad_layout(&LayoutError::NotAscii))
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION snowflake_layout(layout text DEFAULT NULL, epoch timestamptz DEFAULT NULL)
+RETURNS TABLE (layout text, epoch timestamptz, time_bits int, shard_bits int, seq_bits int, tick_ms int,
+               max_shard int, ids_per_ms double precision, ids_per_second bigint,
+               last_timestamp timestamptz, lifetime_years double precision)
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
+"#,
+    name = "snowflake_layout"
+);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
@@ -101,5 +132,41 @@ mod tests {
     #[pg_test(error = "invalid snowflake layout")]
     fn an_overwide_layout_is_refused() {
         Spi::run("SELECT * FROM snowflake_layout('41/13/10')").unwrap();
+    }
+
+    #[pg_test]
+    fn a_layout_beyond_postgres_timestamps_ends_at_infinity() {
+        // 2^50 ticks of a second end in the year 35 million: past PostgreSQL's range, not at the
+        // largest i64 of microseconds (294247-01-10), which the end used to be clamped to.
+        let s = Spi::get_one::<String>("SELECT last_timestamp::text FROM snowflake_layout('50/5/8@1000ms')");
+        assert_eq!(s, Ok(Some("infinity".into())));
+        let s = Spi::get_one::<String>("SELECT last_timestamp::text FROM snowflake_layout('48/7/8@10ms')");
+        assert_eq!(s, Ok(Some("91220-11-14 07:18:26.559+00".into())));
+    }
+
+    #[pg_test(error = "invalid snowflake layout")]
+    fn a_layout_ending_beyond_an_i64_of_milliseconds_is_refused() {
+        // Its last tick starts at i64::MAX ms; its end used to overflow (XX000 in a debug build).
+        Spi::run("SELECT * FROM snowflake_layout('62/0/1@2ms', '1970-01-01 00:00:00.001+00')").unwrap();
+    }
+
+    #[pg_test]
+    fn a_huge_layout_text_is_refused_with_a_short_detail() {
+        // 300 MB used to be split into a Vec and echoed whole into the DETAIL, and a failed
+        // allocation aborts the backend. 30 MB keeps the test quick; the refusal does not read it.
+        Spi::run(
+            "DO $$
+             DECLARE detail text;
+             BEGIN
+                 PERFORM snowflake_layout(repeat('/', 30000000));
+                 RAISE 'a 30 MB layout was accepted';
+             EXCEPTION WHEN invalid_parameter_value THEN
+                 GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+                 IF length(detail) > 200 THEN
+                     RAISE 'the DETAIL has % characters', length(detail);
+                 END IF;
+             END $$",
+        )
+        .unwrap();
     }
 }

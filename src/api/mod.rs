@@ -12,14 +12,26 @@ use pgrx::prelude::*;
 use crate::core::time::{self, US_PER_MS};
 use crate::errors;
 
-/// A Unix microsecond as a `timestamptz`.
+/// A Unix microsecond as a finite `timestamptz`.
+///
+/// # Errors
+/// 22008 (`errors::timestamp_out_of_range`) outside PostgreSQL's range, never a clamped value.
 pub(crate) fn timestamptz_from_us(unix_us: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    TimestampWithTimeZone::try_from(time::pg_us_from_unix_us(unix_us)).map_err(|_| errors::timestamp_out_of_range())
+    match time::pg_us_from_unix_us(unix_us) {
+        // pgrx reads i64::MIN and i64::MAX as -infinity and infinity; a finite time is neither.
+        Some(pg_us) if pg_us != i64::MIN && pg_us != i64::MAX => {
+            TimestampWithTimeZone::try_from(pg_us).map_err(|_| errors::timestamp_out_of_range())
+        }
+        _ => Err(errors::timestamp_out_of_range()),
+    }
 }
 
-/// A Unix millisecond as a `timestamptz`.
+/// A Unix millisecond as a finite `timestamptz`.
+///
+/// # Errors
+/// As [`timestamptz_from_us`], also when the microseconds leave an i64.
 pub(crate) fn timestamptz_from_ms(unix_ms: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    timestamptz_from_us(unix_ms.saturating_mul(US_PER_MS))
+    timestamptz_from_us(unix_ms.checked_mul(US_PER_MS).ok_or_else(errors::timestamp_out_of_range)?)
 }
 
 /// The Unix microsecond of a finite `timestamptz`.

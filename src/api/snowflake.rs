@@ -86,7 +86,7 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         let slot = shmem::try_shard_slot(shard)?;
         let tl = layout.timeline();
         let now = crate::clock::now_unix_ns();
-        let m = monotonic::try_mint_fast(&slot.next_free, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
+        let m = monotonic::try_mint_fast(&slot.state, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
         generate::record_fast(slot, &m, &tl);
         Some(layout.id_from_word(m.word, shard))
     });
@@ -132,7 +132,7 @@ fn snowflake_timestamp(id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
 /// The shard an id was minted for.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_shard(id: i64) -> Result<i32, ErrorReport> {
-    // The layout caps shards at 2^20, so this never truncates.
+    // The layout caps shards at 2^16, so this never truncates.
     Ok(parts(id)?.shard as i32)
 }
 

@@ -28,7 +28,7 @@ fn row(generator: &str, shard: Option<i32>, slot: &Slot, tl: &Timeline) -> Resul
     if issued == 0 && errors == 0 {
         return Ok(None);
     }
-    let last = match (issued, slot.next_free.load(Ordering::Acquire)) {
+    let last = match (issued, slot.state.next_free.load(Ordering::Acquire)) {
         (0, _) | (_, 0) => None,
         (_, next_free) => Some(super::timestamptz_from_ms(tl.word_unix_ms(next_free - 1))?),
     };
@@ -124,10 +124,16 @@ fn snowflake_id_reservation() -> Result<
     Ok(TableIterator::once((ts(until)?, FILE_NAME.to_owned(), i64::try_from(writes).unwrap_or(i64::MAX), ts(at)?)))
 }
 
+// The statistics show every database's shard activity, so, as PostgreSQL does for its own
+// cluster-wide statistics, they are for pg_monitor (and superusers), not PUBLIC.
 extension_sql!(
     r#"
 CREATE VIEW snowflake_id_stats AS SELECT * FROM snowflake_id_stats();
 COMMENT ON VIEW snowflake_id_stats IS 'Ids issued, leads, waits, clock steps back and errors per generator, since start or the last reset';
+REVOKE ALL ON FUNCTION snowflake_id_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_stats() TO pg_monitor;
+REVOKE ALL ON snowflake_id_stats FROM PUBLIC;
+GRANT SELECT ON snowflake_id_stats TO pg_monitor;
 REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
 "#,
     name = "snowflake_id_stats_view",
@@ -145,6 +151,11 @@ const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
 /// VOLATILE (it changes shared state) and PARALLEL UNSAFE (it writes the reservation file).
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
+    // SAFETY: plain queries of the transaction and startup state.
+    let (on_standby, read_only) = unsafe { (pg_sys::RecoveryInProgress(), pg_sys::XactReadOnly) };
+    if on_standby || read_only {
+        return Err(errors::advance_read_only(on_standby));
+    }
     let until = super::unix_ms(ts)?;
     let layout = guc::layout();
     if until > layout.last_unix_ms() {
@@ -155,13 +166,18 @@ fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZo
     }
     let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
+    // Generators refused because of a damaged file: the caller's point in time is what the file
+    // would have said, so it replaces the file (never one from another layout).
+    crate::reservation::replace_unusable(until)?;
     // The reservation first: no generator may stand past a reservation that is not on disk.
     crate::reservation::renew(until, true)?;
-    uuid.raise_to(uuidv7::TIMELINE.first_word_at(until), &uuidv7::TIMELINE);
+    // The caller asserts the clock has reached `until` (on the old primary): a clock reading
+    // behind it stepped back, and waits only as long as max_rewind_wait allows.
+    let raise = |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(until), tl);
+    raise(uuid, &uuidv7::TIMELINE);
     let tl = layout.timeline();
-    let first = tl.first_word_at(until);
     for (_, slot) in shards {
-        slot.raise_to(first, &tl);
+        raise(slot, &tl);
     }
     let (reserved, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
     super::timestamptz_from_ms(reserved)

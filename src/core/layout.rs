@@ -35,6 +35,24 @@ pub const MAX_SEQ_BITS: u32 = 31;
 /// Ticks longer than a second make ids too coarse to sort rows by creation.
 pub const MAX_TICK_MS: u32 = 1000;
 
+/// The longest layout text [`Widths::parse`] reads, in bytes. The longest sensible spelling,
+/// ` 41/13/9@1000ms `, is 16; anything longer is refused before it is looked at, so that
+/// `snowflake_layout(repeat('/', 300000000))` costs nothing.
+pub const MAX_LAYOUT_LEN: usize = 64;
+
+/// How much of a refused text an error message quotes, in characters.
+pub const EXCERPT_CHARS: usize = 32;
+
+/// The start of `text` for an error message: all of it when it has at most [`EXCERPT_CHARS`]
+/// characters, otherwise that many followed by `…`. Cut on a character boundary, so any `&str`
+/// is fine; the work and the result are bounded whatever the length of `text`.
+pub fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 /// How a layout spends the 63 bits, and how long a tick is. The epoch is separate because it is
 /// a separate setting; [`Layout`] joins the two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,23 +77,31 @@ impl Widths {
 
     /// Parses a layout setting: a preset name (`default`, `twitter`, `sonyflake`, any case), or
     /// custom widths `TIME/SHARD/SEQ`, optionally followed by a tick length `@Nms`
-    /// (for example `39/16/8@10ms`). Surrounding blanks are ignored.
+    /// (for example `39/16/8@10ms`). Surrounding blanks are ignored. The text is at most
+    /// [`MAX_LAYOUT_LEN`] bytes; parsing allocates nothing but the error.
     ///
     /// # Errors
-    /// [`LayoutError`] when the text is neither a preset nor well-formed widths, or when the
-    /// widths are out of bounds (see [`Widths::validate`]).
+    /// [`LayoutError::TooLong`] for a text longer than [`MAX_LAYOUT_LEN`];
+    /// [`LayoutError::Syntax`] when the text is neither a preset nor well-formed widths;
+    /// [`LayoutError::TooWide`] or [`LayoutError::FieldOutOfRange`] when the widths are out of
+    /// bounds (see [`Widths::validate`]).
     pub fn parse(spec: &str) -> Result<Widths, LayoutError> {
+        // First, before anything walks the text: a backend must not spend time or memory in
+        // proportion to what an unprivileged caller passes.
+        if spec.len() > MAX_LAYOUT_LEN {
+            return Err(LayoutError::TooLong { len: spec.len(), max: MAX_LAYOUT_LEN });
+        }
         let spec = spec.trim();
         if let Some((_, w)) = Self::PRESETS.iter().find(|(name, _)| name.eq_ignore_ascii_case(spec)) {
             return Ok(*w);
         }
-        let syntax = || LayoutError::Syntax(spec.to_owned());
+        let syntax = || LayoutError::Syntax(excerpt(spec));
         let (bits, tick) = match spec.split_once('@') {
             Some((bits, tick)) => (bits, Some(tick.trim())),
             None => (spec, None),
         };
-        let fields: Vec<&str> = bits.split('/').map(str::trim).collect();
-        let [t, s, q] = fields.as_slice() else {
+        let mut fields = bits.split('/').map(str::trim);
+        let (Some(t), Some(s), Some(q), None) = (fields.next(), fields.next(), fields.next(), fields.next()) else {
             return Err(syntax());
         };
         let num = |f: &str| f.parse::<u32>().map_err(|_| syntax());
@@ -88,7 +114,7 @@ impl Widths {
         Ok(w)
     }
 
-    /// Checks the bounds every layout must meet.
+    /// Checks the bounds every layout must meet. [`Layout::new`] checks them too.
     ///
     /// # Errors
     /// - [`LayoutError::TooWide`] when the three fields need more than 63 bits;
@@ -148,24 +174,31 @@ impl Layout {
         last_tick_unix_ms: DEFAULT_EPOCH_UNIX_MS + (1 << 41) - 1,
     };
 
-    /// Joins widths and an epoch. The widths must already be valid ([`Widths::parse`] and
-    /// [`Widths::validate`] make sure); this checks only what depends on the epoch.
+    /// Joins widths and an epoch, checking the widths again ([`Widths::validate`]) and what
+    /// depends on the epoch.
+    ///
+    /// Every instant of the layout, up to the last millisecond of its last tick, is an `i64` of
+    /// Unix milliseconds, so no method of a `Layout` can overflow.
     ///
     /// # Errors
+    /// - the errors of [`Widths::validate`];
     /// - [`LayoutError::EpochBefore1970`] for an epoch before the Unix epoch;
-    /// - [`LayoutError::OutlivesTime`] when the last tick lies beyond what an `i64` of Unix
-    ///   milliseconds can hold (only absurdly wide time fields get there).
-    pub const fn new(widths: Widths, epoch_unix_ms: i64) -> Result<Layout, LayoutError> {
+    /// - [`LayoutError::OutlivesTime`] when the end of the last tick lies beyond what an `i64`
+    ///   of Unix milliseconds can hold (only absurdly wide time fields get there).
+    pub fn new(widths: Widths, epoch_unix_ms: i64) -> Result<Layout, LayoutError> {
+        widths.validate()?;
         if epoch_unix_ms < 0 {
             return Err(LayoutError::EpochBefore1970 { epoch_unix_ms });
         }
-        let max_ticks = (1u64 << widths.time_bits) - 1;
-        // (2^63 - 1) fits an i128 comfortably; compute there so no width can overflow.
-        let last = epoch_unix_ms as i128 + max_ticks as i128 * widths.tick_ms as i128;
-        if last > i64::MAX as i128 {
+        // The number of ticks the time field holds; time_bits <= 63, so it fits a u64.
+        let ticks = 1u64 << widths.time_bits;
+        // At most 2^63 * 1000 + 2^63: far inside an i128, so no width or epoch can overflow.
+        let last_tick = epoch_unix_ms as i128 + (ticks as i128 - 1) * widths.tick_ms as i128;
+        let last_ms = last_tick + widths.tick_ms as i128 - 1;
+        if last_ms > i64::MAX as i128 {
             return Err(LayoutError::OutlivesTime);
         }
-        Ok(Layout { widths, epoch_unix_ms, last_tick_unix_ms: last as i64 })
+        Ok(Layout { widths, epoch_unix_ms, last_tick_unix_ms: last_tick as i64 })
     }
 
     /// Refuses an epoch later than `now_unix_ms`: ids would need negative tick counts until
@@ -219,7 +252,8 @@ impl Layout {
     }
     /// The last Unix millisecond the layout can represent (the end of its last tick).
     pub const fn last_unix_ms(&self) -> i64 {
-        self.last_tick_unix_ms + self.widths.tick_ms as i64 - 1
+        // Layout::new made sure this sum fits.
+        self.last_tick_unix_ms + (self.widths.tick_ms as i64 - 1)
     }
     /// How long the layout lasts from its epoch, in Julian years.
     pub fn lifetime_years(&self) -> f64 {
@@ -277,9 +311,16 @@ impl Layout {
         self.compose(Parts { ticks: word >> self.widths.seq_bits, shard, seq: (word & self.max_seq() as u64) as u32 })
     }
 
-    /// Unix milliseconds of the start of a tick.
+    /// Unix milliseconds of the start of a tick. Exact for every tick of the layout (up to
+    /// [`Layout::max_ticks`]); a larger count, which no id of the layout holds, gives its exact
+    /// start when that fits an `i64`, and `i64::MAX`, past every timestamp, when it does not.
     pub const fn tick_start_unix_ms(&self, ticks: u64) -> i64 {
-        self.epoch_unix_ms + ticks as i64 * self.widths.tick_ms as i64
+        let ms = self.epoch_unix_ms as i128 + ticks as i128 * self.widths.tick_ms as i128;
+        if ms > i64::MAX as i128 {
+            i64::MAX
+        } else {
+            ms as i64
+        }
     }
 
     /// The tick holding a Unix millisecond.
@@ -321,21 +362,50 @@ impl Layout {
 /// A layout or epoch setting that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LayoutError {
+    /// A text longer than [`MAX_LAYOUT_LEN`] bytes, refused unread.
+    TooLong {
+        len: usize,
+        max: usize,
+    },
+    /// A text that is not a layout: its [`excerpt`], never the whole of a long text.
     Syntax(String),
-    TooWide { widths: Widths, total: u64 },
-    FieldOutOfRange { field: &'static str, value: u32, min: u32, max: u32 },
-    EpochBefore1970 { epoch_unix_ms: i64 },
-    EpochInFuture { epoch_unix_ms: i64, now_unix_ms: i64 },
+    /// An epoch that is not a timestamp: the parser's message, which quotes only an excerpt.
+    BadEpoch(String),
+    /// A text with bytes outside ASCII (every layout is ASCII).
+    NotAscii,
+    TooWide {
+        widths: Widths,
+        total: u64,
+    },
+    FieldOutOfRange {
+        field: &'static str,
+        value: u32,
+        min: u32,
+        max: u32,
+    },
+    EpochBefore1970 {
+        epoch_unix_ms: i64,
+    },
+    EpochInFuture {
+        epoch_unix_ms: i64,
+        now_unix_ms: i64,
+    },
     OutlivesTime,
 }
 
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LayoutError::TooLong { len, max } => write!(
+                f,
+                "A layout of {len} bytes is too long: a layout is at most {max} bytes, such as sonyflake or 39/16/8@10ms."
+            ),
             LayoutError::Syntax(s) => write!(
                 f,
                 "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
             ),
+            LayoutError::BadEpoch(why) => f.write_str(why),
+            LayoutError::NotAscii => f.write_str("A layout is ASCII text, such as sonyflake or 39/16/8@10ms."),
             LayoutError::TooWide { widths, total } => write!(
                 f,
                 "Layout {}/{}/{} needs {total} bits, but ids have {ID_BITS}: the sign bit stays clear so that ids never go negative.",
@@ -370,7 +440,7 @@ pub enum IdError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn layout(w: Widths) -> Layout {
@@ -511,5 +581,253 @@ mod tests {
         assert!(matches!(l.min_id_at(DEFAULT_EPOCH_UNIX_MS - 1), Err(IdError::TimeOutOfRange { .. })));
         assert!(l.max_id_at(l.last_unix_ms()).is_ok());
         assert!(l.max_id_at(l.last_unix_ms() + 1).is_err());
+    }
+
+    #[test]
+    fn a_huge_layout_text_is_refused_unread_with_a_short_message() {
+        // What snowflake_layout(repeat('/', 300000000)) passes, at 4 MB so the test stays cheap.
+        let huge = "/".repeat(4 << 20);
+        let started = std::time::Instant::now();
+        for _ in 0..100 {
+            assert_eq!(Widths::parse(&huge), Err(LayoutError::TooLong { len: 4 << 20, max: MAX_LAYOUT_LEN }));
+        }
+        // Unread, each call is a length check: far below this even in a loaded debug build. The
+        // old parser split the text into a Vec of 4 million fields on every call.
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        let msg = Widths::parse(&huge).unwrap_err().to_string();
+        assert!(msg.len() < 200, "{} bytes: {msg}", msg.len());
+        assert!(msg.contains("4194304 bytes is too long"), "{msg}");
+        // The bound is on the raw text: padded up to it still parses, one byte more does not.
+        assert_eq!(Widths::parse(&format!("{:>MAX_LAYOUT_LEN$}", "39/16/8@10ms")), Ok(Widths::SONYFLAKE));
+        assert!(matches!(
+            Widths::parse(&format!("{:>w$}", "39/16/8@10ms", w = MAX_LAYOUT_LEN + 1)),
+            Err(LayoutError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn syntax_errors_quote_an_excerpt_cut_on_a_character_boundary() {
+        assert_eq!(excerpt("sonyflak"), "sonyflak");
+        assert_eq!(excerpt(&"a".repeat(EXCERPT_CHARS)), "a".repeat(EXCERPT_CHARS));
+        assert_eq!(excerpt(&"é".repeat(40)), format!("{}…", "é".repeat(EXCERPT_CHARS)));
+        assert_eq!(excerpt(&"👍".repeat(EXCERPT_CHARS + 1)), format!("{}…", "👍".repeat(EXCERPT_CHARS)));
+        // 40 bytes, under the length bound but over the excerpt.
+        let e = Widths::parse(&"1/".repeat(20)).unwrap_err();
+        assert_eq!(e, LayoutError::Syntax(format!("{}…", "1/".repeat(16))));
+        assert!(e.to_string().starts_with(&format!("\"{}…\" is not a snowflake layout.", "1/".repeat(16))), "{e}");
+        // Multi-byte text around every separator parses to an error, not a panic.
+        for bad in ["é/é/é", "41/13/9@é", "41/13/9@10é", "４１/13/9", "41/13/9@10mś", "@", "/@/", "ééé@"] {
+            assert!(matches!(Widths::parse(bad), Err(LayoutError::Syntax(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_end_of_the_last_tick_must_fit_an_i64() {
+        // 2^62 ticks of 2 ms from the Unix epoch end exactly at i64::MAX ...
+        let w = Widths::parse("62/0/1@2ms").unwrap();
+        let l = Layout::new(w, 0).unwrap();
+        assert_eq!(l.last_unix_ms(), i64::MAX);
+        assert_eq!(l.tick_of_unix_ms(i64::MAX), Ok(l.max_ticks()));
+        assert_eq!(l.max_id_at(i64::MAX), Ok(l.max_id()));
+        assert_eq!(l.tick_start_unix_ms(l.max_ticks()), i64::MAX - 1);
+        // ... so one millisecond later the last tick starts at i64::MAX and ends past it. That
+        // used to be accepted, and last_unix_ms() overflowed (a panic in a debug build, a wrap
+        // to i64::MIN in a release build).
+        assert_eq!(Layout::new(w, 1), Err(LayoutError::OutlivesTime));
+        assert_eq!(Layout::new(w, i64::MAX), Err(LayoutError::OutlivesTime));
+        // Ticks no id holds start past the end, saturating at i64::MAX rather than wrapping.
+        assert_eq!(l.tick_start_unix_ms(u64::MAX), i64::MAX);
+        assert_eq!(Layout::DEFAULT.tick_start_unix_ms(u64::MAX), i64::MAX);
+        assert_eq!(Layout::DEFAULT.tick_start_unix_ms(1 << 41), Layout::DEFAULT.last_unix_ms() + 1);
+    }
+
+    #[test]
+    fn new_checks_the_widths_too() {
+        let w = Widths { time_bits: 64, shard_bits: 0, seq_bits: 1, tick_ms: 1 };
+        assert!(matches!(Layout::new(w, 0), Err(LayoutError::TooWide { total: 65, .. })));
+        let w = Widths { time_bits: 0, shard_bits: 0, seq_bits: 0, tick_ms: 0 };
+        assert!(matches!(Layout::new(w, 0), Err(LayoutError::FieldOutOfRange { field: "time", .. })));
+        let w = Widths { time_bits: u32::MAX, shard_bits: u32::MAX, seq_bits: u32::MAX, tick_ms: u32::MAX };
+        assert!(matches!(Layout::new(w, 0), Err(LayoutError::TooWide { .. })));
+    }
+
+    /// Property tests: the parser and every method of [`Layout`] are total.
+    pub(crate) mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Any text: arbitrary unicode, text made of the layout's own characters, and long text.
+        pub(crate) fn any_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "[0-9/@ms \t,.+-]{0,70}",
+                "[ ]{0,4}[0-9]{1,3} ?/ ?[0-9]{1,3} ?/ ?[0-9]{1,3}( ?@ ?[0-9]{1,5} ?(ms)?)?[ ]{0,4}",
+                proptest::collection::vec(any::<char>(), 0..2000).prop_map(String::from_iter),
+                (any::<char>(), 0usize..100_000).prop_map(|(c, n)| std::iter::repeat_n(c, n).collect()),
+            ]
+        }
+
+        /// Widths within validate's bounds, with the extremes of each field weighted up.
+        fn valid_widths() -> impl Strategy<Value = Widths> {
+            let tick = prop_oneof![Just(1u32), Just(MAX_TICK_MS), 1..=MAX_TICK_MS];
+            (0..=MAX_SHARD_BITS, 1..=MAX_SEQ_BITS, tick).prop_flat_map(|(shard_bits, seq_bits, tick_ms)| {
+                let most = ID_BITS - shard_bits - seq_bits;
+                prop_oneof![Just(most), 1..=most].prop_map(move |time_bits| Widths {
+                    time_bits,
+                    shard_bits,
+                    seq_bits,
+                    tick_ms,
+                })
+            })
+        }
+
+        /// Widths and an epoch: anywhere, or within a tick of the latest epoch whose layout
+        /// still ends inside an i64 of milliseconds (random epochs almost never land there).
+        fn widths_and_epoch() -> impl Strategy<Value = (Widths, i64)> {
+            valid_widths().prop_flat_map(|w| {
+                let latest = i128::from(i64::MAX) + 1 - (1i128 << w.time_bits) * i128::from(w.tick_ms);
+                let near = (-2..=i64::from(w.tick_ms))
+                    .prop_map(move |d| (latest + i128::from(d)).clamp(0, i128::from(i64::MAX)) as i64);
+                let anywhere = prop_oneof![Just(0i64), Just(i64::MAX), 0..=4_102_444_800_000i64, 0..=i64::MAX];
+                (Just(w), prop_oneof![anywhere, near])
+            })
+        }
+
+        /// A layout that [`Layout::new`] accepts: narrow enough time fields for the epoch.
+        fn layout() -> impl Strategy<Value = Layout> {
+            widths_and_epoch()
+                .prop_filter_map("outlives time", |(w, e)| Layout::new(w, e).ok().or_else(|| Layout::new(w, 0).ok()))
+        }
+
+        /// Times in and around a layout, and anywhere.
+        fn time_for(l: Layout) -> impl Strategy<Value = i64> {
+            let (first, last) = (l.epoch_unix_ms(), l.last_unix_ms());
+            prop_oneof![
+                any::<i64>(),
+                first..=last,
+                Just(first),
+                Just(last),
+                Just(first.saturating_sub(1)),
+                Just(last.saturating_add(1)),
+            ]
+        }
+
+        fn id_for(l: Layout) -> impl Strategy<Value = i64> {
+            prop_oneof![any::<i64>(), 0..=l.max_id(), Just(l.max_id()), Just(l.max_id().saturating_add(1))]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn parse_never_panics_and_errors_are_short(text in any_text()) {
+                match Widths::parse(&text) {
+                    Ok(w) => prop_assert_eq!(w.validate(), Ok(())),
+                    // 150 bytes of text and at most 32 quoted characters of 4 bytes.
+                    Err(e) => prop_assert!(e.to_string().len() <= 300, "{}", e),
+                }
+            }
+
+            #[test]
+            fn display_round_trips(w in valid_widths()) {
+                prop_assert_eq!(Widths::parse(&w.to_string()), Ok(w));
+                let spaced = format!(" {} / {} / {} @ {} ms ", w.time_bits, w.shard_bits, w.seq_bits, w.tick_ms);
+                prop_assert_eq!(Widths::parse(&spaced), Ok(w));
+            }
+
+            #[test]
+            fn new_is_total(
+                time_bits in any::<u32>(), shard_bits in any::<u32>(), seq_bits in any::<u32>(),
+                tick_ms in any::<u32>(), epoch in any::<i64>(),
+            ) {
+                let w = Widths { time_bits, shard_bits, seq_bits, tick_ms };
+                if let Ok(l) = Layout::new(w, epoch) {
+                    prop_assert_eq!(w.validate(), Ok(()));
+                    prop_assert!(l.epoch_unix_ms() >= 0);
+                }
+            }
+
+            #[test]
+            fn layout_figures_are_consistent((w, epoch) in widths_and_epoch()) {
+                let Ok(l) = Layout::new(w, epoch) else {
+                    // Only an end past i64::MAX is refused.
+                    let end = i128::from(epoch) + (1i128 << w.time_bits) * i128::from(w.tick_ms) - 1;
+                    prop_assert!(end > i128::from(i64::MAX));
+                    return Ok(());
+                };
+                let span = i128::from(l.last_unix_ms()) - i128::from(l.epoch_unix_ms()) + 1;
+                prop_assert_eq!(span, (i128::from(l.max_ticks()) + 1) * i128::from(l.tick_ms()));
+                prop_assert_eq!(l.tick_start_unix_ms(l.max_ticks()), l.last_unix_ms() - (i64::from(l.tick_ms()) - 1));
+                prop_assert!(l.lifetime_years() > 0.0 && l.lifetime_years().is_finite());
+                prop_assert!(l.ids_per_second() > 0 && i64::try_from(l.ids_per_second()).is_ok());
+                prop_assert!(l.ids_per_ms() > 0.0 && l.ids_per_ms().is_finite());
+                prop_assert!(l.max_id() > 0);
+                let top = Parts { ticks: l.max_ticks(), shard: l.max_shard(), seq: l.max_seq() };
+                prop_assert_eq!(l.compose(top), l.max_id());
+                prop_assert_eq!(l.decompose(l.max_id()), Ok(top));
+                prop_assert_eq!(l.shard_count(), l.max_shard() as usize + 1);
+                prop_assert_eq!(l.total_bits(), w.time_bits + w.shard_bits + w.seq_bits);
+            }
+
+            #[test]
+            fn times_map_to_ticks_and_id_bounds(
+                (l, t) in layout().prop_flat_map(|l| (Just(l), time_for(l))),
+            ) {
+                let in_range = l.epoch_unix_ms() <= t && t <= l.last_unix_ms();
+                let tick = l.tick_of_unix_ms(t);
+                let (lo, hi) = (l.min_id_at(t), l.max_id_at(t));
+                prop_assert_eq!(tick.is_ok(), in_range);
+                prop_assert_eq!(lo.is_ok(), in_range);
+                prop_assert_eq!(hi.is_ok(), in_range);
+                if let (Ok(tick), Ok(lo), Ok(hi)) = (tick, lo, hi) {
+                    prop_assert!(0 <= lo && lo <= hi && hi <= l.max_id());
+                    prop_assert_eq!(l.decompose(lo), Ok(Parts { ticks: tick, shard: 0, seq: 0 }));
+                    prop_assert_eq!(l.decompose(hi).map(|p| p.ticks), Ok(tick));
+                    let start = l.tick_start_unix_ms(tick);
+                    prop_assert!(start <= t && i128::from(t) < i128::from(start) + i128::from(l.tick_ms()));
+                }
+            }
+
+            #[test]
+            fn ids_decompose_and_compose_back(
+                (l, id) in layout().prop_flat_map(|l| (Just(l), id_for(l))),
+            ) {
+                match l.decompose(id) {
+                    Ok(p) => {
+                        prop_assert!(0 <= id && id <= l.max_id());
+                        prop_assert!(p.ticks <= l.max_ticks() && p.shard <= l.max_shard() && p.seq <= l.max_seq());
+                        prop_assert_eq!(l.compose(p), id);
+                        let start = l.tick_start_unix_ms(p.ticks);
+                        prop_assert!(l.epoch_unix_ms() <= start && start <= l.last_unix_ms());
+                        prop_assert_eq!(l.tick_of_unix_ms(start), Ok(p.ticks));
+                        prop_assert!(l.min_id_at(start).unwrap() <= id && id <= l.max_id_at(start).unwrap());
+                    }
+                    Err(_) => prop_assert!(id < 0 || id > l.max_id()),
+                }
+            }
+
+            #[test]
+            fn words_and_shards_make_ids(
+                l in layout(), word in any::<u64>(), shard in any::<u32>(), ticks in any::<u64>(),
+                seq in any::<u32>(), n in any::<i64>(),
+            ) {
+                // Fields that fit give the id of those fields.
+                let word_ok = word % ((l.max_ticks() << l.widths().seq_bits | u64::from(l.max_seq())) + 1);
+                let shard_ok = shard % (l.max_shard() + 1);
+                let id = l.id_from_word(word_ok, shard_ok);
+                let p = Parts {
+                    ticks: word_ok >> l.widths().seq_bits,
+                    shard: shard_ok,
+                    seq: (word_ok & u64::from(l.max_seq())) as u32,
+                };
+                prop_assert_eq!(l.decompose(id), Ok(p));
+                // Anything else is outside the contract, but must not panic.
+                let _ = l.id_from_word(word, shard);
+                let _ = l.compose(Parts { ticks, shard, seq });
+                prop_assert!(l.tick_start_unix_ms(ticks) >= l.epoch_unix_ms());
+                prop_assert_eq!(l.shard(n).is_ok(), (0..=i64::from(l.max_shard())).contains(&n));
+                let _ = l.check_epoch_not_in_future(n).map_err(|e| e.to_string());
+            }
+        }
     }
 }

@@ -19,13 +19,24 @@
 //!
 //! # The clock policy
 //! Borrowing ticks makes the generator run ahead of the wall clock. [`ClockPolicy`] bounds that:
-//! `w` may be at most `max_lead_ms` (in whole ticks) ahead of the clock. Past that the generator waits
-//! until the clock catches up, provided the wait is at most `max_wait_ms` (plus one tick, so that
-//! a strict `max_lead_ms = 0` can always wait out an exhausted sequence). A longer wait means
-//! the clock stepped back by more than the policy will wait out: that fails closed with
-//! [`MintError::ClockBehind`], and the state is left untouched, so no id is lost or repeated.
+//! `w` may be at most `max_lead_ms` (in whole ticks) ahead of the clock. Past that the call
+//! waits until the clock catches up. Why the clock is behind decides how long it may wait
+//! ([`judge_wait`]), and the generator can tell, because it also keeps the latest clock tick any
+//! minter saw ([`State::seen_tick`]):
+//! - **the clock stepped back**: it reads behind a tick it already showed. The call waits at
+//!   most `max_wait_ms` (plus one tick, so that a strict `max_lead_ms = 0` can always wait out an
+//!   exhausted sequence); a longer step fails closed with [`MintError::ClockBehind`], reporting
+//!   the step as measured on a fresh reading.
+//! - **the generator runs ahead**: ticks borrowed by any backend, under whatever lead was in
+//!   force then (a lead lowered at reload), or a restart at the reservation. That is no fault:
+//!   the call waits for the clock, for as long as the generator was ahead plus a second, so
+//!   that only a clock that stopped fails ([`MintError::ClockStalled`]). No backend's lead can
+//!   make another backend's call fail.
 //!
-//! [`next_step`] is the pure decision; [`mint`] runs it against an `AtomicU64` with a
+//! Either way the state is left untouched by a refusal, so no id is lost or repeated. Waits are
+//! measured on a monotonic clock, not counted as requested: a sleep may end early or late.
+//!
+//! [`next_step`] is the pure decision; [`mint`] runs it against a [`State`] with a
 //! compare-and-swap loop and an injected [`Clock`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,9 +80,13 @@ pub enum Step {
 /// Why no id was issued. None of these changes the state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MintError {
-    /// The clock reads `behind_ns` before the last issued tick, and catching up would take
-    /// longer than the policy waits.
+    /// The clock reads `behind_ns` before a tick it already showed (it stepped back), and
+    /// catching up would take longer than the policy waits. `last_unix_ns` is the start of the
+    /// last issued word's tick.
     ClockBehind { behind_ns: u64, last_unix_ns: i64, now_unix_ns: i64, max_wait_ms: u32 },
+    /// The generator runs `ahead_ns` ahead of a clock that did not step back, and the clock did
+    /// not catch up while the call waited `waited_ns` (a clock that stopped).
+    ClockStalled { waited_ns: u64, ahead_ns: u64 },
     /// The clock reads before tick 0 (the epoch).
     ClockBeforeOrigin { now_unix_ns: i64 },
     /// The next word would need a tick past `max_tick`: the layout has run out of time.
@@ -115,31 +130,25 @@ impl Timeline {
         tick << self.low_bits
     }
 
+    /// The tick holding `unix_ms`: 0 before the origin, the last tick past the end.
+    pub fn tick_of_unix_ms(&self, unix_ms: i64) -> u64 {
+        let rel = (i128::from(unix_ms) - i128::from(self.origin_unix_ms)).max(0);
+        u64::try_from(rel / i128::from(self.tick_ms)).unwrap_or(u64::MAX).min(self.max_tick)
+    }
+
     /// Unix milliseconds of the start of a word's tick.
     pub fn word_unix_ms(&self, word: u64) -> i64 {
         let ms = i128::from(self.origin_unix_ms) + i128::from(word >> self.low_bits) * i128::from(self.tick_ms);
         i64::try_from(ms).unwrap_or(i64::MAX)
     }
 
-    /// How far the clock reads behind the start of the last issued word's tick (0 if not).
-    fn behind_ns(&self, next_free: u64, now_unix_ns: i64) -> u64 {
+    /// How far the start of the last issued word's tick lies ahead of the clock (0 if not).
+    pub fn ahead_ns(&self, next_free: u64, now_unix_ns: i64) -> u64 {
         if next_free == 0 {
             return 0;
         }
         let last = self.tick_start_ns((next_free - 1) >> self.low_bits);
         u64::try_from(last - i128::from(now_unix_ns)).unwrap_or(0)
-    }
-
-    /// The refusal for a clock that reads `now_unix_ns`, behind the last word issued before
-    /// `next_free`.
-    fn clock_behind(&self, next_free: u64, now_unix_ns: i64, policy: &ClockPolicy) -> MintError {
-        let last_unix_ns = self.tick_start_ns(next_free.saturating_sub(1) >> self.low_bits);
-        MintError::ClockBehind {
-            behind_ns: self.behind_ns(next_free, now_unix_ns),
-            last_unix_ns: i64::try_from(last_unix_ns).unwrap_or(i64::MAX),
-            now_unix_ns,
-            max_wait_ms: policy.max_wait_ms,
-        }
     }
 
     /// The clock's word and tick. The common case (1 ms ticks) divides only by constants, which
@@ -173,11 +182,44 @@ impl Timeline {
     }
 }
 
+/// One generator's shared state: two words, updated only with atomic instructions.
+///
+/// - `next_free`, the state word (see the module documentation);
+/// - `seen_tick`, the latest clock tick that a minter of this generator read while issuing, or
+///   that a restart or an advance asserted. The clock has been there, so a clock reading behind
+///   it stepped back; a word ahead of it is one that minters borrowed within their lead. This is
+///   what tells a clock step back from a generator that merely runs ahead, whoever made it run
+///   ahead and under whatever lead was in force then.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct State {
+    pub next_free: AtomicU64,
+    pub seen_tick: AtomicU64,
+}
+
+impl State {
+    /// A state at `next_free`, with the clock seen at `seen_tick`.
+    pub const fn new(next_free: u64, seen_tick: u64) -> Self {
+        State { next_free: AtomicU64::new(next_free), seen_tick: AtomicU64::new(seen_tick) }
+    }
+
+    /// Records that a minter read the clock at `tick`. Costs a locked instruction only when the
+    /// tick is new, about once per tick.
+    #[inline]
+    fn saw(&self, tick: u64) {
+        if tick > self.seen_tick.load(Ordering::Relaxed) {
+            self.seen_tick.fetch_max(tick, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Decides the next word from the state and the clock. Pure: the same inputs give the same
-/// step.
+/// step. A [`Step::Wait`] is not judged here: how long a call may wait depends on why the clock
+/// is behind, which [`judge_wait`] decides.
 ///
 /// # Errors
-/// See [`MintError`].
+/// [`MintError::ClockBeforeOrigin`], [`MintError::TimeExhausted`] and
+/// [`MintError::Unreserved`].
 #[inline]
 pub fn next_step(
     next_free: u64,
@@ -208,16 +250,70 @@ pub fn next_step(
     }
     // Wait until the clock reaches the tick at which `word` is within the lead.
     let target = tl.tick_start_ns(tick - max_lead_ticks);
-    let wait_ns = u64::try_from(target - i128::from(now_unix_ns)).unwrap_or(u64::MAX);
-    if i128::from(wait_ns) <= wait_budget_ns(tl, policy) {
-        return Ok(Step::Wait { ns: wait_ns });
-    }
-    Err(tl.clock_behind(next_free, now_unix_ns, policy))
+    Ok(Step::Wait { ns: u64::try_from(target - i128::from(now_unix_ns)).unwrap_or(u64::MAX) })
 }
 
-/// Beyond the rewind budget, how long one call may spend waiting out exhausted sequences (for a
-/// clock that does not advance at all).
-const MAX_EXHAUSTION_WAIT_MS: i64 = 1000;
+/// Beyond how far the generator ran ahead when a call began to wait, how long that call may wait
+/// for a clock that does not catch up (a clock that stopped).
+pub const MAX_CATCH_UP_SLACK_MS: i64 = 1000;
+
+/// Why a call waits, and whether it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The clock reads behind a tick that minters already saw: it stepped back by `behind_ns`.
+    /// Waiting it out counts against `max_rewind_wait`.
+    Rewind { behind_ns: u64 },
+    /// The generator runs ahead of a clock that has not stepped back: ticks were borrowed
+    /// (by this backend or any other, under whatever lead was in force then), or a restart
+    /// started it at the reservation. Waiting for the clock is the only way on, and is not a
+    /// fault.
+    CatchUp,
+}
+
+/// Whether a wait of `wait_ns` for a clock reading `now_unix_ns` is allowed: the pure policy of
+/// [`mint`]. `seen_tick` is the generator's [`State::seen_tick`], read before the clock;
+/// `rewind_waited_ns` and `waited_ns` are the time this call already spent waiting, measured,
+/// for a step back and in all; `ahead_at_first_wait_ns` how far the generator ran ahead of the
+/// clock when the call first had to wait.
+///
+/// A reading one tick behind `seen_tick` is not a step back: clocks of different backends
+/// (the TSC extrapolation, a reading taken just before another backend's) may disagree by a
+/// few microseconds across a tick boundary.
+///
+/// # Errors
+/// [`MintError::ClockBehind`] when the step back is longer than the policy waits;
+/// [`MintError::ClockStalled`] when the clock has not caught up in time.
+pub fn judge_wait(
+    tl: &Timeline,
+    policy: &ClockPolicy,
+    state: (u64, u64),
+    now_unix_ns: i64,
+    wait_ns: u64,
+    waited: (u64, u64, u64),
+) -> Result<Verdict, MintError> {
+    let (next_free, seen_tick) = state;
+    let (rewind_waited_ns, waited_ns, ahead_at_first_wait_ns) = waited;
+    let seen_ns = tl.tick_start_ns(seen_tick);
+    let now = i128::from(now_unix_ns);
+    if now < seen_ns - tl.tick_ns() {
+        let behind_ns = u64::try_from(seen_ns - now).unwrap_or(u64::MAX);
+        if i128::from(rewind_waited_ns) + i128::from(wait_ns) > wait_budget_ns(tl, policy) {
+            return Err(MintError::ClockBehind {
+                behind_ns,
+                last_unix_ns: i64::try_from(tl.tick_start_ns(next_free.saturating_sub(1) >> tl.low_bits))
+                    .unwrap_or(i64::MAX),
+                now_unix_ns,
+                max_wait_ms: policy.max_wait_ms,
+            });
+        }
+        return Ok(Verdict::Rewind { behind_ns });
+    }
+    let cap = i128::from(ahead_at_first_wait_ns) + i128::from(MAX_CATCH_UP_SLACK_MS) * i128::from(NS_PER_MS);
+    if i128::from(waited_ns) + i128::from(wait_ns) > cap.max(wait_budget_ns(tl, policy)) {
+        return Err(MintError::ClockStalled { waited_ns, ahead_ns: tl.ahead_ns(next_free, now_unix_ns) });
+    }
+    Ok(Verdict::CatchUp)
+}
 
 /// The longest the generator waits for a clock that stepped back, in one call: the policy's
 /// limit plus one tick, so that even `max_wait_ms = 0` can wait out an exhausted sequence.
@@ -230,7 +326,11 @@ fn wait_budget_ns(tl: &Timeline, policy: &ClockPolicy) -> i128 {
 pub trait Clock {
     /// Nanoseconds since 1970-01-01 00:00:00 UTC.
     fn now_unix_ns(&mut self) -> i64;
-    /// Sleeps for about `ns` nanoseconds (the caller reads the clock again afterwards).
+    /// A clock that only moves forward (`CLOCK_MONOTONIC`), to measure how long waits really
+    /// took: a sleep may end early (a signal) or late (the scheduler), and the wall clock may
+    /// step meanwhile.
+    fn monotonic_ns(&mut self) -> u64;
+    /// Sleeps for about `ns` nanoseconds, or less when interrupted (the caller measures).
     fn sleep_ns(&mut self, ns: u64);
 }
 
@@ -240,10 +340,10 @@ pub struct Minted {
     pub word: u64,
     /// Ticks the word is ahead of the clock at the moment it was issued.
     pub lead_ticks: u64,
-    /// Time spent waiting for the clock.
+    /// Time spent waiting for the clock, measured.
     pub waited_ns: u64,
-    /// How far the clock read behind the last issued tick, at worst during the call (0 when it
-    /// never did). More than the lead means the clock stepped back.
+    /// How far the clock read behind a tick minters had already seen, at worst during the call:
+    /// a clock step back (0 when there was none). A generator that merely runs ahead is not one.
     pub behind_ns: u64,
     /// What the generator's issued counter must absorb for this word: 0 for a word that
     /// follows its predecessor within a tick, which is almost every snowflake call. See
@@ -314,11 +414,11 @@ impl IssuedCount {
 /// loser retries with the winner's state. No call ever returns a word another call returned.
 ///
 /// # Errors
-/// See [`MintError`]. A wait that adds up to more than the policy allows (the clock keeps
-/// stepping back while we wait) also ends in [`MintError::ClockBehind`].
+/// See [`MintError`]. Waits are measured with [`Clock::monotonic_ns`], so a sleep cut short by
+/// a signal costs only the time it took, and one that overran counts in full.
 #[inline]
 pub fn mint(
-    state: &AtomicU64,
+    state: &State,
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
@@ -337,29 +437,27 @@ pub fn mint(
 /// behind the last tick by at most the lead, which is not a step back: `behind_ns` is 0.
 #[inline]
 pub fn try_mint_fast(
-    state: &AtomicU64,
+    state: &State,
     now_unix_ns: i64,
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
 ) -> Option<Minted> {
-    let next_free = state.load(Ordering::Acquire);
+    let next_free = state.next_free.load(Ordering::Acquire);
     let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
     let word = next_free.max(now_word);
     let lead_ticks = (word >> tl.low_bits).saturating_sub(now_tick);
     // Relaxed would do for uniqueness (all RMWs on one word are totally ordered);
     // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
-    (word <= tl.max_word()
+    let issued = word <= tl.max_word()
         && word < limit_word
         && (lead_ticks == 0 || lead_ticks <= u64::from(policy.max_lead_ms / tl.tick_ms))
-        && state.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok())
-    .then(|| Minted {
-        word,
-        lead_ticks,
-        waited_ns: 0,
-        behind_ns: 0,
-        count_adjust: tl.count().on_issue(next_free, word),
-    })
+        && state.next_free.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
+    if !issued {
+        return None;
+    }
+    state.saw(now_tick);
+    Some(Minted { word, lead_ticks, waited_ns: 0, behind_ns: 0, count_adjust: tl.count().on_issue(next_free, word) })
 }
 
 /// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
@@ -367,52 +465,54 @@ pub fn try_mint_fast(
 #[cold]
 #[inline(never)]
 fn mint_slow(
-    state: &AtomicU64,
+    state: &State,
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
     mut now: i64,
 ) -> Result<Minted, MintError> {
-    let mut waited_ns: u64 = 0;
-    // Waits for a clock that stepped back are limited by max_rewind_wait. Waits for an exhausted
-    // sequence are not (each is at most a tick, and under contention there may be several), but
-    // all waits together are capped, so a clock that never advances cannot hold a call forever.
-    let mut rewind_waited_ns: u64 = 0;
-    let lead_ns = u64::from(policy.max_lead_ms) * NS_PER_MS as u64;
-    let mut next_free = state.load(Ordering::Acquire);
-    let mut behind_ns = tl.behind_ns(next_free, now);
+    // Time spent waiting, measured: in all, and for a clock that stepped back.
+    let (mut waited_ns, mut rewind_waited_ns, mut behind_ns) = (0u64, 0u64, 0u64);
+    let mut ahead_at_first_wait_ns = None;
+    let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
         match next_step(next_free, now, tl, policy, limit_word)? {
             Step::Issue { word, lead_ticks } => {
-                match state.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
+                match state.next_free.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
+                        if let Ok((_, now_tick)) = tl.word_at(now) {
+                            state.saw(now_tick);
+                        }
                         let count_adjust = tl.count().on_issue(next_free, word);
                         return Ok(Minted { word, lead_ticks, waited_ns, behind_ns, count_adjust });
                     }
                     Err(actual) => next_free = actual,
                 }
             }
-            Step::Wait { ns } => {
-                let rewind = tl.behind_ns(next_free, now) > lead_ns;
-                let budget = wait_budget_ns(tl, policy);
-                let over = if rewind {
-                    i128::from(rewind_waited_ns) + i128::from(ns) > budget
-                } else {
-                    i128::from(waited_ns) + i128::from(ns)
-                        > budget + i128::from(MAX_EXHAUSTION_WAIT_MS) * i128::from(NS_PER_MS)
-                };
-                if over {
-                    return Err(tl.clock_behind(next_free, now, policy));
-                }
-                if rewind {
-                    rewind_waited_ns += ns;
-                }
-                clock.sleep_ns(ns);
-                waited_ns += ns;
-                next_free = state.load(Ordering::Acquire);
+            Step::Wait { .. } => {
+                // Judge on a clock read after `seen_tick`: every tick a minter recorded there was
+                // read before this reading, so only a clock that really stepped back reads
+                // behind it. The same fresh reading decides a refusal and the size it reports.
+                let seen_tick = state.seen_tick.load(Ordering::Acquire);
                 now = clock.now_unix_ns();
-                behind_ns = behind_ns.max(tl.behind_ns(next_free, now));
+                next_free = state.next_free.load(Ordering::Acquire);
+                let Step::Wait { ns } = next_step(next_free, now, tl, policy, limit_word)? else {
+                    continue;
+                };
+                let ahead0 = *ahead_at_first_wait_ns.get_or_insert_with(|| tl.ahead_ns(next_free, now));
+                let waited = (rewind_waited_ns, waited_ns, ahead0);
+                let verdict = judge_wait(tl, policy, (next_free, seen_tick), now, ns, waited)?;
+                let start = clock.monotonic_ns();
+                clock.sleep_ns(ns);
+                let slept = clock.monotonic_ns().saturating_sub(start);
+                waited_ns = waited_ns.saturating_add(slept);
+                if let Verdict::Rewind { behind_ns: b } = verdict {
+                    rewind_waited_ns = rewind_waited_ns.saturating_add(slept);
+                    behind_ns = behind_ns.max(b);
+                }
+                next_free = state.next_free.load(Ordering::Acquire);
+                now = clock.now_unix_ns();
             }
         }
     }
@@ -427,7 +527,11 @@ pub(crate) mod fake {
     #[derive(Debug, Default)]
     pub struct FakeClock {
         pub now_ns: i64,
+        /// The monotonic clock: moves only by the time actually slept.
+        pub mono_ns: u64,
         pub slept_ns: Vec<u64>,
+        /// When set, a sleep ends after at most this long, as if a signal woke it.
+        pub interrupt_after_ns: Option<u64>,
         /// (read number, new time): on that read the clock jumps to the new time.
         pub script: Vec<(usize, i64)>,
         pub reads: usize,
@@ -447,9 +551,14 @@ pub(crate) mod fake {
             self.reads += 1;
             self.now_ns
         }
+        fn monotonic_ns(&mut self) -> u64 {
+            self.mono_ns
+        }
         fn sleep_ns(&mut self, ns: u64) {
             self.slept_ns.push(ns);
+            let ns = self.interrupt_after_ns.map_or(ns, |cut| ns.min(cut));
             self.now_ns += ns as i64;
+            self.mono_ns += ns;
         }
     }
 }
@@ -474,30 +583,30 @@ mod tests {
 
     #[test]
     fn a_fresh_state_starts_at_the_clock() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(100 * MS + 123);
         let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(m.word, 100 << 9);
         assert_eq!((m.lead_ticks, m.waited_ns, m.behind_ns), (0, 0, 0));
-        assert_eq!(s.load(Ordering::Relaxed), (100 << 9) + 1);
+        assert_eq!(s.next_free.load(Ordering::Relaxed), (100 << 9) + 1);
     }
 
     #[test]
     fn the_epoch_itself_is_tick_zero() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(0);
         assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 0);
         assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 1);
         let mut before = FakeClock::at(-1);
         assert_eq!(
-            mint(&AtomicU64::new(0), &mut before, &TL, &STRICT, NO_LIMIT),
+            mint(&State::new(0, 0), &mut before, &TL, &STRICT, NO_LIMIT),
             Err(MintError::ClockBeforeOrigin { now_unix_ns: -1 })
         );
     }
 
     #[test]
     fn words_strictly_increase_and_follow_the_clock() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(7 * MS);
         let mut prev = None;
         for step in 0..2000 {
@@ -518,7 +627,7 @@ mod tests {
 
     #[test]
     fn exactly_512_ids_per_ms_and_the_513th_moves_to_the_next_ms() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(42 * MS);
         for seq in 0..512 {
             let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
@@ -533,7 +642,7 @@ mod tests {
 
     #[test]
     fn the_lead_bound_forces_a_wait() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(10 * MS + 250_000); // 0.25 ms into tick 10
                                                       // Ticks 10..=15 (the clock's tick plus a lead of 5) fit without waiting.
         for _ in 0..6 * 512 {
@@ -550,7 +659,7 @@ mod tests {
 
     #[test]
     fn strict_mode_waits_for_the_next_ms_when_the_sequence_runs_out() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(5 * MS + 900_000);
         for _ in 0..512 {
             mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
@@ -559,7 +668,7 @@ mod tests {
         assert_eq!(tick_seq(m.word), (6, 0));
         assert_eq!(c.slept_ns, vec![100_000]);
         // Even a zero wait budget may wait out one tick.
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..513 {
@@ -572,7 +681,7 @@ mod tests {
     fn waits_for_an_exhausted_sequence_are_not_a_clock_step_back() {
         // max_rewind_wait = 0, and another backend keeps taking the next tick while we wait: the
         // repeated exhaustion waits must not be reported as "clock moved backwards".
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..512 {
@@ -581,19 +690,22 @@ mod tests {
         // Simulate the rival: whenever we sleep into a tick, it has already used that tick up.
         struct Rival<'a> {
             clock: FakeClock,
-            state: &'a AtomicU64,
+            state: &'a State,
             rounds: u32,
         }
         impl Clock for Rival<'_> {
             fn now_unix_ns(&mut self) -> i64 {
                 self.clock.now_unix_ns()
             }
+            fn monotonic_ns(&mut self) -> u64 {
+                self.clock.monotonic_ns()
+            }
             fn sleep_ns(&mut self, ns: u64) {
                 self.clock.sleep_ns(ns);
                 if self.rounds > 0 {
                     self.rounds -= 1;
                     let tick = (self.clock.now_ns / MS) as u64;
-                    self.state.store((tick + 1) << 9, Ordering::Relaxed);
+                    self.state.next_free.store((tick + 1) << 9, Ordering::Relaxed);
                 }
             }
         }
@@ -605,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_small_step_back_is_waited_out_without_a_repeat() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
         let before = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
         assert_eq!(tick_seq(before), (1000, 0));
@@ -623,10 +735,10 @@ mod tests {
 
     #[test]
     fn a_large_step_back_fails_closed_and_leaves_the_state_alone() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(10_000 * MS);
         let before = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
-        let state = s.load(Ordering::Relaxed);
+        let state = s.next_free.load(Ordering::Relaxed);
         c.now_ns = 5_000 * MS; // back 5 s: more than the 1 s the policy waits
         let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
         assert_eq!(
@@ -639,7 +751,7 @@ mod tests {
             }
         );
         assert!(c.slept_ns.is_empty(), "fails at once, without waiting");
-        assert_eq!(s.load(Ordering::Relaxed), state, "a refusal changes nothing");
+        assert_eq!(s.next_free.load(Ordering::Relaxed), state, "a refusal changes nothing");
         // Once the clock is back, generation resumes above the old id.
         c.now_ns = 10_000 * MS;
         assert!(mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word > before);
@@ -647,7 +759,7 @@ mod tests {
 
     #[test]
     fn a_clock_that_keeps_stepping_back_while_we_wait_is_refused() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(2000 * MS);
         mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         // Back 0.9 s; after each sleep the clock is thrown back to the same point.
@@ -662,7 +774,7 @@ mod tests {
     #[test]
     fn the_last_representable_tick_then_an_error_never_a_wrap() {
         let tl = Timeline { max_tick: 3, ..TL };
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(3 * MS);
         for seq in 0..512 {
             assert_eq!(tick_seq(mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word), (3, seq));
@@ -671,19 +783,19 @@ mod tests {
         // A clock past the end is refused too, with a fresh state.
         let mut late = FakeClock::at(4 * MS);
         assert_eq!(
-            mint(&AtomicU64::new(0), &mut late, &tl, &LEAD5, NO_LIMIT),
+            mint(&State::new(0, 0), &mut late, &tl, &LEAD5, NO_LIMIT),
             Err(MintError::TimeExhausted { max_tick: 3 })
         );
     }
 
     #[test]
     fn the_reservation_limit_is_never_crossed() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(100 * MS);
         // Reserved up to (not including) 100 ms: nothing in tick 100 may be issued yet.
         let limit = TL.first_word_at(100);
         assert_eq!(mint(&s, &mut c, &TL, &LEAD5, limit), Err(MintError::Unreserved { word_unix_ms: 100 }));
-        assert_eq!(s.load(Ordering::Relaxed), 0, "nothing was issued");
+        assert_eq!(s.next_free.load(Ordering::Relaxed), 0, "nothing was issued");
         // Reserved up to 101 ms: the 512 ids of tick 100, then tick 101 needs more.
         let limit = TL.first_word_at(101);
         for seq in 0..512 {
@@ -708,26 +820,127 @@ mod tests {
     fn after_a_restart_ids_start_at_the_reservation_whatever_the_clock() {
         // The state restarts at the reservation (2000 ms) while the clock reads 1500 ms: the
         // half-second gap is waited out, and the first id is at 2000 ms.
-        let s = AtomicU64::new(TL.first_word_at(2000));
+        let s = State::new(TL.first_word_at(2000), 0);
         let mut c = FakeClock::at(1500 * MS);
         let m = mint(&s, &mut c, &TL, &LEAD5, TL.first_word_at(2500)).unwrap();
         assert_eq!(tick_seq(m.word), (2000, 0));
         assert_eq!(c.slept_ns, vec![495 * MS as u64], "waits until the word is within the 5 ms lead");
-        // Ten seconds back is more than max_rewind_wait: refused, nothing issued.
-        let s = AtomicU64::new(TL.first_word_at(12_000));
+        // Ten seconds back is more than max_rewind_wait: refused, nothing issued. The restart
+        // starts `seen_tick` at the clock of the reservation's last write (11.5 s), so the clock
+        // is known to have stepped back.
+        let s = State::new(TL.first_word_at(12_000), 11_500);
         let mut c = FakeClock::at(2000 * MS);
         assert!(matches!(mint(&s, &mut c, &TL, &LEAD5, u64::MAX), Err(MintError::ClockBehind { .. })));
-        assert_eq!(s.load(Ordering::Relaxed), TL.first_word_at(12_000));
+        assert_eq!(s.next_free.load(Ordering::Relaxed), TL.first_word_at(12_000));
     }
 
     #[test]
     fn a_step_back_is_reported_in_the_outcome() {
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
         assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().behind_ns, 0);
         c.now_ns = 990 * MS;
         let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert_eq!((m.behind_ns, m.waited_ns), (10 * MS as u64, 10 * MS as u64));
+    }
+
+    #[test]
+    fn a_generator_run_ahead_by_another_lead_is_caught_up_with_never_a_step_back() {
+        // Another backend, under a 10 s lead (a setting since lowered at reload), pushed the
+        // generator 5 s ahead of a clock that never stepped back. A call under the 5 ms lead and
+        // the 1 s rewind budget waits for the clock: no ClockBehind, no step back recorded.
+        let s = State::new(0, 0);
+        let mut c = FakeClock::at(1000 * MS);
+        let ten_s = ClockPolicy { max_lead_ms: 10_000, max_wait_ms: 1000 };
+        mint(&s, &mut c, &TL, &ten_s, NO_LIMIT).unwrap();
+        s.next_free.store(TL.first_word_at(6000), Ordering::Relaxed);
+        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        assert_eq!(tick_seq(m.word), (6000, 0));
+        assert_eq!(m.behind_ns, 0, "running ahead is not a clock step back");
+        assert_eq!(m.waited_ns, 4995 * MS as u64, "waited until the word was within its own 5 ms lead");
+        // The same generator, once the clock really steps back by 5 s, refuses at once.
+        c.now_ns -= 5000 * MS;
+        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, MintError::ClockBehind { behind_ns, .. } if behind_ns == 5000 * MS as u64), "{err:?}");
+    }
+
+    #[test]
+    fn a_sleep_cut_short_costs_only_the_time_it_took() {
+        // The clock stepped back 900 ms, within the 1 s budget, and every sleep is cut short
+        // after 1 ms (signals). Counting the sleeps asked for would give up after the second;
+        // measuring them waits the 900 ms out.
+        let s = State::new(0, 0);
+        let mut c = FakeClock::at(2000 * MS);
+        let before = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
+        c.now_ns = 1100 * MS;
+        c.interrupt_after_ns = Some(MS as u64);
+        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        assert!(m.word > before);
+        assert_eq!(m.waited_ns, 900 * MS as u64);
+        assert_eq!(c.slept_ns.len(), 900, "900 sleeps of 1 ms each");
+        assert_eq!(m.behind_ns, 900 * MS as u64);
+    }
+
+    #[test]
+    fn an_overlong_sleep_counts_in_full() {
+        // Each sleep overruns threefold (the scheduler), and the clock keeps stepping back to the
+        // same point, 400 ms behind. Counting the sleeps asked for (400 ms, then 800 ms) would
+        // sleep twice within the 1 s budget; measured, the first sleep took 1.2 s, so the call
+        // is refused at once, reporting the step measured on a fresh reading.
+        struct Slow(FakeClock);
+        impl Clock for Slow {
+            fn now_unix_ns(&mut self) -> i64 {
+                self.0.now_unix_ns()
+            }
+            fn monotonic_ns(&mut self) -> u64 {
+                self.0.monotonic_ns()
+            }
+            fn sleep_ns(&mut self, ns: u64) {
+                self.0.slept_ns.push(ns);
+                self.0.mono_ns += 3 * ns;
+                self.0.now_ns = 1600 * MS; // stepped back again
+            }
+        }
+        let s = State::new(0, 0);
+        let mut c = Slow(FakeClock::at(2000 * MS));
+        mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        c.0.now_ns = 1600 * MS;
+        let err = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
+        assert_eq!(
+            err,
+            MintError::ClockBehind {
+                behind_ns: 400 * MS as u64,
+                last_unix_ns: 2000 * MS,
+                now_unix_ns: 1600 * MS,
+                max_wait_ms: 1000
+            }
+        );
+        assert_eq!(c.0.slept_ns, vec![400 * MS as u64], "one overlong sleep, then the refusal");
+    }
+
+    #[test]
+    fn a_clock_that_stopped_is_refused_as_stalled_never_as_a_zero_step() {
+        // The generator runs 300 ms ahead (a restart at the reservation) of a clock that then
+        // stops: the call waits the 300 ms and a second more, then gives up, saying so.
+        struct Stopped(FakeClock);
+        impl Clock for Stopped {
+            fn now_unix_ns(&mut self) -> i64 {
+                self.0.now_ns
+            }
+            fn monotonic_ns(&mut self) -> u64 {
+                self.0.mono_ns
+            }
+            fn sleep_ns(&mut self, ns: u64) {
+                self.0.slept_ns.push(ns);
+                self.0.mono_ns += ns;
+            }
+        }
+        let s = State::new(TL.first_word_at(1300), 1000);
+        let mut c = Stopped(FakeClock::at(1000 * MS));
+        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        let MintError::ClockStalled { waited_ns, ahead_ns } = err else { panic!("{err:?}") };
+        assert_eq!(ahead_ns, 299 * MS as u64, "the last word issued, 1299 ms, is 299 ms ahead");
+        assert!((1000 * MS as u64..=1300 * MS as u64).contains(&waited_ns), "{waited_ns}");
     }
 
     #[test]
@@ -737,7 +950,7 @@ mod tests {
             Timeline { origin_unix_ms: 0, tick_ms: 1, low_bits: 12, max_tick: (1 << 48) - 1, sub_tick_fraction: true };
         assert_eq!(tl.word_at(7 * MS + 500_000), Ok(((7 << 12) | 2048, 7)));
         assert_eq!(tl.word_at(7 * MS + 999_999), Ok(((7 << 12) | 4095, 7)));
-        let s = AtomicU64::new(0);
+        let s = State::new(0, 0);
         let mut c = FakeClock::at(7 * MS + 999_999);
         let a = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
         // The fraction is already at its top: the next value carries into the next ms.
@@ -748,16 +961,20 @@ mod tests {
     #[test]
     fn concurrent_minters_never_share_a_word() {
         use std::sync::Arc;
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         struct Real;
         impl Clock for Real {
             fn now_unix_ns(&mut self) -> i64 {
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64
             }
+            fn monotonic_ns(&mut self) -> u64 {
+                START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+            }
             fn sleep_ns(&mut self, ns: u64) {
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
             }
         }
-        let s = Arc::new(AtomicU64::new(0));
+        let s = Arc::new(State::new(0, 0));
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let s = Arc::clone(&s);
@@ -784,7 +1001,7 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "no word was handed out twice");
-        assert_eq!(TL.count().issued(base, s.load(Ordering::Relaxed)), n as u64, "the count adds up");
+        assert_eq!(TL.count().issued(base, s.next_free.load(Ordering::Relaxed)), n as u64, "the count adds up");
     }
 
     #[test]
@@ -793,9 +1010,9 @@ mod tests {
         // exhausted sequence, ahead of the clock, back across a small step back, and an advance.
         for tl in [TL, Timeline { low_bits: 12, sub_tick_fraction: true, ..TL }] {
             let count = tl.count();
-            let s = AtomicU64::new(50 << tl.low_bits);
-            let mut base = count.base_at(s.load(Ordering::Relaxed));
-            assert_eq!(count.issued(base, s.load(Ordering::Relaxed)), 0);
+            let s = State::new(50 << tl.low_bits, 0);
+            let mut base = count.base_at(s.next_free.load(Ordering::Relaxed));
+            assert_eq!(count.issued(base, s.next_free.load(Ordering::Relaxed)), 0);
             let mut c = FakeClock::at(100 * MS);
             let (mut issued, mut adds, mut seed) = (0u64, 0u64, 7u64);
             for i in 0..20_000 {
@@ -804,7 +1021,7 @@ mod tests {
                     _ if i % 1000 == 999 => {
                         // snowflake_id_advance: raises the state, issues nothing.
                         let to = ((c.now_ns / MS + 20) as u64) << tl.low_bits;
-                        let prev = s.fetch_max(to, Ordering::AcqRel);
+                        let prev = s.next_free.fetch_max(to, Ordering::AcqRel);
                         base = base.wrapping_add(count.on_raise(prev, prev.max(to)));
                     }
                     0 => c.now_ns += MS,
@@ -816,11 +1033,11 @@ mod tests {
                 issued += 1;
                 adds += u64::from(m.count_adjust != 0);
                 base = base.wrapping_add(m.count_adjust);
-                assert_eq!(count.issued(base, s.load(Ordering::Relaxed)), issued);
+                assert_eq!(count.issued(base, s.next_free.load(Ordering::Relaxed)), issued);
             }
             if !tl.sub_tick_fraction {
                 // A sequence needs the add only on the first id of each tick.
-                let ticks = (s.load(Ordering::Relaxed) >> tl.low_bits) - 50;
+                let ticks = (s.next_free.load(Ordering::Relaxed) >> tl.low_bits) - 50;
                 assert!(adds <= ticks && adds < issued / 4, "{adds} adds for {issued} ids over {ticks} ticks");
             }
         }

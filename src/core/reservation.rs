@@ -24,6 +24,50 @@ pub const REFRESH_MARGIN_MS: i64 = 250;
 pub const FILE_NAME: &str = "snowflake_id.state";
 /// The current file format.
 pub const FORMAT: u32 = 1;
+/// The largest file a start reads (a reservation takes about 200 bytes): anything larger is
+/// damaged, and is not read into memory.
+pub const MAX_FILE_BYTES: u64 = 4096;
+/// A reservation this far ahead of the clock at start is worth a WARNING: the generators wait
+/// for the clock or refuse until it gets there.
+pub const FAR_AHEAD_WARNING_MS: i64 = 60_000;
+
+/// Why the generators cannot continue from an existing reservation file. The server keeps
+/// running; every generator refuses, each kind with its own SQLSTATE, until the file is usable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Refusal {
+    /// The file exists but cannot be read (permissions, I/O).
+    Unreadable = 1,
+    /// The file is empty, truncated, too large or not a reservation this version reads.
+    Damaged = 2,
+    /// The file was written under another layout or epoch.
+    OtherLayout = 3,
+}
+
+impl Refusal {
+    /// The refusal stored as `code` in shared memory (0 for none).
+    pub const fn from_code(code: u32) -> Option<Refusal> {
+        match code {
+            1 => Some(Refusal::Unreadable),
+            2 => Some(Refusal::Damaged),
+            3 => Some(Refusal::OtherLayout),
+            _ => None,
+        }
+    }
+}
+
+/// What a start makes of the file's bytes: the reservation to continue from, or why not.
+///
+/// # Errors
+/// [`Refusal::Damaged`] or [`Refusal::OtherLayout`], with a message for the log.
+pub fn judge(bytes: &[u8], layout: &Layout) -> Result<Reservation, (Refusal, String)> {
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err((Refusal::Damaged, format!("it is larger than {MAX_FILE_BYTES} bytes")));
+    }
+    let r = Reservation::from_bytes(bytes).map_err(|why| (Refusal::Damaged, why))?;
+    r.check_layout(layout).map_err(|why| (Refusal::OtherLayout, why))?;
+    Ok(r)
+}
 
 /// The file's contents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +172,22 @@ mod tests {
         assert!(r.check_layout(&twitter).unwrap_err().contains("layout 41/13/9"));
         let later = Layout::new(Widths::DEFAULT, DEFAULT_EPOCH_UNIX_MS + 1).unwrap();
         assert!(r.check_layout(&later).is_err());
+    }
+
+    #[test]
+    fn a_start_judges_the_file_by_kind() {
+        let ok = Reservation::new(&Layout::DEFAULT, 1_800_000_000_500, 1_800_000_000_000);
+        assert_eq!(judge(&ok.to_bytes(), &Layout::DEFAULT), Ok(ok.clone()));
+        let bytes = ok.to_bytes();
+        for damaged in [&b""[..], &bytes[..bytes.len() / 2], &b"\0\0\0\0"[..], &[b' '; 5000][..]] {
+            assert_eq!(judge(damaged, &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
+        }
+        let twitter = Layout::new(Widths::TWITTER, DEFAULT_EPOCH_UNIX_MS).unwrap();
+        assert_eq!(judge(&bytes, &twitter).unwrap_err().0, Refusal::OtherLayout);
+        for r in [Refusal::Unreadable, Refusal::Damaged, Refusal::OtherLayout] {
+            assert_eq!(Refusal::from_code(r as u32), Some(r));
+        }
+        assert_eq!(Refusal::from_code(0), None);
     }
 
     #[test]

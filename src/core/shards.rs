@@ -5,6 +5,15 @@
 
 use std::fmt;
 
+use super::layout::excerpt;
+
+/// The longest shard list [`ShardSet::parse`] reads, in bytes.
+pub const MAX_SHARDS_LEN: usize = 4096;
+
+/// The most items (shards or ranges) a shard list may have. A server's shards are normally one
+/// range or a few.
+pub const MAX_SHARD_ITEMS: usize = 1024;
+
 /// A set of shards, as inclusive ranges, or every shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ShardSet {
@@ -15,12 +24,19 @@ pub enum ShardSet {
 
 impl ShardSet {
     /// Parses `*` (every shard), or a comma-separated list of shards and inclusive ranges such
-    /// as `0-15,40`. Blanks are ignored; overlapping ranges are merged.
+    /// as `0-15,40`. Blanks are ignored; overlapping ranges are merged. The text is at most
+    /// [`MAX_SHARDS_LEN`] bytes and [`MAX_SHARD_ITEMS`] items.
     ///
     /// # Errors
-    /// A message saying what is wrong: an empty list, a malformed item, a reversed range, or a
-    /// shard above `max_shard`.
+    /// A message saying what is wrong: a list too long, an empty list, a malformed item, a
+    /// reversed range, or a shard above `max_shard`. It quotes at most an [`excerpt`] of an item.
     pub fn parse(text: &str, max_shard: u32) -> Result<ShardSet, String> {
+        if text.len() > MAX_SHARDS_LEN {
+            return Err(format!(
+                "the list of shards is {} bytes long, and it may be at most {MAX_SHARDS_LEN}; use ranges such as 0-15",
+                text.len()
+            ));
+        }
         let text = text.trim();
         if text == "*" {
             return Ok(ShardSet::All);
@@ -29,16 +45,23 @@ impl ShardSet {
             return Err("the list of shards is empty; use * for every shard".into());
         }
         let mut ranges = Vec::new();
-        for item in text.split(',').map(str::trim) {
+        for (i, item) in text.split(',').map(str::trim).enumerate() {
+            if i == MAX_SHARD_ITEMS {
+                return Err(format!(
+                    "the list of shards has more than {MAX_SHARD_ITEMS} items; use ranges such as 0-15"
+                ));
+            }
             let num = |t: &str| {
-                t.trim().parse::<u32>().map_err(|_| format!("\"{item}\" is not a shard or a range such as 0-15"))
+                t.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("\"{}\" is not a shard or a range such as 0-15", excerpt(item)))
             };
             let (lo, hi) = match item.split_once('-') {
                 Some((a, b)) => (num(a)?, num(b)?),
                 None => (num(item)?, num(item)?),
             };
             if lo > hi {
-                return Err(format!("range \"{item}\" runs backwards"));
+                return Err(format!("range \"{}\" runs backwards", excerpt(item)));
             }
             if hi > max_shard {
                 return Err(format!("shard {hi} is out of range: the layout's shards are 0 to {max_shard}"));
@@ -63,7 +86,12 @@ impl ShardSet {
     pub fn contains(&self, shard: u32) -> bool {
         match self {
             ShardSet::All => true,
-            ShardSet::Ranges(r) => r.iter().any(|&(lo, hi)| (lo..=hi).contains(&shard)),
+            // The ranges are sorted and disjoint: the first one ending at or after `shard` is
+            // the only one that can hold it. A binary search, as a list may have many ranges.
+            ShardSet::Ranges(r) => {
+                let i = r.partition_point(|&(_, hi)| hi < shard);
+                r.get(i).is_some_and(|&(lo, _)| lo <= shard)
+            }
         }
     }
 }
@@ -121,5 +149,109 @@ mod tests {
             ShardSet::parse("8192", 8191),
             Err("shard 8192 is out of range: the layout's shards are 0 to 8191".into())
         );
+    }
+
+    #[test]
+    fn long_lists_are_refused_unread_with_a_short_message() {
+        let huge = "0,".repeat(2 << 20);
+        let e = ShardSet::parse(&huge, 8191).unwrap_err();
+        assert!(e.len() < 200, "{} bytes: {e}", e.len());
+        assert!(e.contains("4194304 bytes long"), "{e}");
+        // Within the byte bound, the item count is bounded too.
+        let items = |n: usize| vec!["7"; n].join(",");
+        assert_eq!(ShardSet::parse(&items(MAX_SHARD_ITEMS), 8191), Ok(ShardSet::Ranges(vec![(7, 7)])));
+        let e = ShardSet::parse(&items(MAX_SHARD_ITEMS + 1), 8191).unwrap_err();
+        assert_eq!(e, "the list of shards has more than 1024 items; use ranges such as 0-15");
+        // A malformed item is quoted in part.
+        let e = ShardSet::parse(&format!("1,{}", "x".repeat(3000)), 8191).unwrap_err();
+        assert_eq!(e, format!("\"{}…\" is not a shard or a range such as 0-15", "x".repeat(32)));
+        let e = ShardSet::parse(&format!("{}-1", "9".repeat(40)), u32::MAX).unwrap_err();
+        assert!(e.len() < 100, "{e}");
+    }
+
+    #[test]
+    fn contains_finds_every_range() {
+        let s = ShardSet::parse("3-10,40,42-50,8191", 8191).unwrap();
+        let want = |x: u32| (3..=10).contains(&x) || x == 40 || (42..=50).contains(&x) || x == 8191;
+        for x in 0..=8192 {
+            assert_eq!(s.contains(x), want(x), "{x}");
+        }
+        assert!(!s.contains(u32::MAX));
+    }
+
+    mod props {
+        use super::super::*;
+        use crate::core::layout::tests::props::any_text;
+        use proptest::prelude::*;
+
+        /// A max shard, and up to 40 shards and ranges below it.
+        fn items() -> impl Strategy<Value = (u32, Vec<(u32, u32)>)> {
+            prop_oneof![Just(0u32), Just(8191), Just(65535), Just(u32::MAX), any::<u32>()].prop_flat_map(|max| {
+                let item = (0..=max, 0..=max, any::<bool>(), 0..32u32).prop_map(move |(a, b, single, len)| {
+                    if single {
+                        (a, a)
+                    } else {
+                        // Short ranges as well as arbitrary ones, so that some merge.
+                        let (lo, hi) = (a.min(b), a.max(b));
+                        (lo, if len < 16 { lo.saturating_add(len).min(max) } else { hi })
+                    }
+                });
+                (Just(max), proptest::collection::vec(item, 1..40))
+            })
+        }
+
+        fn spell(items: &[(u32, u32)], blanks: bool) -> String {
+            let sep = if blanks { " , " } else { "," };
+            let item = |&(lo, hi): &(u32, u32)| {
+                if lo == hi && !blanks {
+                    lo.to_string()
+                } else if blanks {
+                    format!(" {lo} - {hi} ")
+                } else {
+                    format!("{lo}-{hi}")
+                }
+            };
+            items.iter().map(item).collect::<Vec<_>>().join(sep)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn parse_never_panics_and_errors_are_short(
+                text in prop_oneof![any_text(), "[0-9 ,*-]{0,200}"],
+                max in prop_oneof![Just(8191u32), any::<u32>()],
+            ) {
+                match ShardSet::parse(&text, max) {
+                    Ok(ShardSet::All) => {}
+                    Ok(ShardSet::Ranges(r)) => {
+                        prop_assert!(!r.is_empty() && r.len() <= MAX_SHARD_ITEMS);
+                        prop_assert!(r.iter().all(|&(lo, hi)| lo <= hi && hi <= max));
+                    }
+                    Err(e) => prop_assert!(e.len() <= 200, "{}", e),
+                }
+            }
+
+            #[test]
+            fn lists_parse_merge_and_round_trip((max, items) in items(), blanks in any::<bool>(), probes in proptest::collection::vec(any::<u32>(), 16)) {
+                let set = ShardSet::parse(&spell(&items, blanks), max).unwrap();
+                let listed = |x: u32| items.iter().any(|&(lo, hi)| (lo..=hi).contains(&x));
+                let edges = items.iter().flat_map(|&(lo, hi)| [lo.wrapping_sub(1), lo, hi, hi.wrapping_add(1)]);
+                let inside = probes.iter().map(|p| p % max.saturating_add(1));
+                for x in edges.chain(probes.iter().copied()).chain(inside) {
+                    // All holds every shard; the layout keeps larger ones out before this test.
+                    prop_assert_eq!(set.contains(x), listed(x) || set == ShardSet::All, "{}", x);
+                }
+                match &set {
+                    ShardSet::All => prop_assert!((0..=max.min(100_000)).all(listed)),
+                    ShardSet::Ranges(r) => {
+                        // Sorted, disjoint and not adjacent: merged as far as they go.
+                        prop_assert!(r.windows(2).all(|p| u64::from(p[0].1) + 1 < u64::from(p[1].0)));
+                        prop_assert!(r.iter().all(|&(lo, hi)| lo <= hi && hi <= max));
+                    }
+                }
+                prop_assert_eq!(ShardSet::parse(&set.to_string(), max), Ok(set));
+            }
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! The accepted form is ISO 8601 / RFC 3339 with an explicit UTC offset, which is also the form
 //! PostgreSQL prints with `TimeZone = UTC`.
 
+use super::layout::excerpt;
+
 pub const NS_PER_US: i64 = 1_000;
 pub const NS_PER_MS: i64 = 1_000_000;
 pub const NS_PER_SEC: i64 = 1_000_000_000;
@@ -14,10 +16,14 @@ pub const MS_PER_SEC: i64 = 1_000;
 pub const MS_PER_JULIAN_YEAR: f64 = 365.25 * 86_400_000.0;
 /// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp origin, in Unix microseconds.
 pub const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
+/// The longest timestamp text [`parse_timestamp_ms`] reads, in bytes. The longest sensible
+/// spelling, `2025-01-01 00:00:00.000 +05:30`, has 29.
+pub const MAX_TIMESTAMP_LEN: usize = 64;
 
-/// PostgreSQL `timestamptz` microseconds of a Unix microsecond.
-pub const fn pg_us_from_unix_us(unix_us: i64) -> i64 {
-    unix_us - PG_EPOCH_UNIX_US
+/// PostgreSQL `timestamptz` microseconds of a Unix microsecond; `None` before about 290,000 BC,
+/// where the difference leaves an i64 (PostgreSQL's own timestamps begin in 4714 BC).
+pub const fn pg_us_from_unix_us(unix_us: i64) -> Option<i64> {
+    unix_us.checked_sub(PG_EPOCH_UNIX_US)
 }
 
 /// Unix microseconds of a PostgreSQL `timestamptz`; `None` past about the year 294,000, where
@@ -60,17 +66,27 @@ const fn days_in_month(y: i64, m: i64) -> i64 {
 
 /// Parses `YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|UTC|+HH[:MM]|-HH[:MM]]` into Unix milliseconds.
 /// Without an offset the time is UTC. Fractions finer than a millisecond are refused rather
-/// than rounded, because the epoch must be exact.
+/// than rounded, because the epoch must be exact. The text is at most [`MAX_TIMESTAMP_LEN`]
+/// bytes. Any `&str` is safe: the text is cut only at ASCII characters, and the four-digit year
+/// keeps the arithmetic far from overflow.
 ///
 /// # Errors
-/// A message naming what is wrong with the text.
+/// A message naming what is wrong with the text, quoting at most an [`excerpt`] of it.
 pub fn parse_timestamp_ms(text: &str) -> Result<i64, String> {
-    let bad = |why: &str| Err(format!("\"{text}\" is not a timestamp: {why}."));
+    if text.len() > MAX_TIMESTAMP_LEN {
+        return Err(format!(
+            "\"{}\" is not a timestamp: it is {} bytes long, and a timestamp is at most {MAX_TIMESTAMP_LEN}.",
+            excerpt(text),
+            text.len()
+        ));
+    }
+    let bad = |why: &str| Err(format!("\"{}\" is not a timestamp: {why}.", excerpt(text.trim())));
     let s = text.trim();
     // Split the offset off the end first.
     let (body, offset_min) = if let Some(b) = s.strip_suffix('Z').or_else(|| s.strip_suffix("UTC")) {
         (b.trim_end(), 0)
     } else if let Some(pos) = s.rfind(['+', '-']).filter(|&p| p > 10) {
+        // `pos` is the index of an ASCII sign, so both cuts fall on character boundaries.
         let (b, off) = s.split_at(pos);
         let sign = if off.starts_with('-') { -1 } else { 1 };
         let off = &off[1..];
@@ -204,10 +220,51 @@ mod tests {
 
     #[test]
     fn postgres_timestamps() {
-        assert_eq!(pg_us_from_unix_us(946_684_800_000_000), 0);
+        assert_eq!(pg_us_from_unix_us(946_684_800_000_000), Some(0));
         assert_eq!(unix_us_from_pg_us(0), Some(946_684_800_000_000));
-        assert_eq!(unix_us_from_pg_us(pg_us_from_unix_us(-1)), Some(-1));
+        assert_eq!(pg_us_from_unix_us(-1).and_then(unix_us_from_pg_us), Some(-1));
         assert_eq!(unix_us_from_pg_us(i64::MAX - 1), None);
+        // Far before PostgreSQL's first timestamp the difference leaves an i64: None, where the
+        // subtraction used to panic (debug) or wrap to a time near i64::MAX (release).
+        assert_eq!(pg_us_from_unix_us(i64::MIN), None);
+        assert_eq!(pg_us_from_unix_us(i64::MIN + PG_EPOCH_UNIX_US), Some(i64::MIN));
+        assert_eq!(pg_us_from_unix_us(i64::MAX), Some(i64::MAX - PG_EPOCH_UNIX_US));
+    }
+
+    #[test]
+    fn a_huge_text_is_refused_unread_with_a_short_message() {
+        let huge = "2025-01-01".repeat(400_000);
+        let e = parse_timestamp_ms(&huge).unwrap_err();
+        assert!(e.len() < 200, "{} bytes: {e}", e.len());
+        assert_eq!(e, "\"2025-01-012025-01-012025-01-0120…\" is not a timestamp: it is 4000000 bytes long, and a timestamp is at most 64.");
+        // Within the bound, a malformed text is quoted in part too.
+        // 33 characters in 64 bytes: cut after the 32nd, on a character boundary.
+        let e = parse_timestamp_ms(&format!("{}xx", "é".repeat(31))).unwrap_err();
+        assert!(e.starts_with(&format!("\"{}x…\" is not a timestamp", "é".repeat(31))), "{e}");
+        // Blanks count towards the bound.
+        assert_eq!(parse_timestamp_ms(&format!("{:>MAX_TIMESTAMP_LEN$}", "2025-01-01")), Ok(1_735_689_600_000));
+        assert!(parse_timestamp_ms(&format!("{:>w$}", "2025-01-01", w = MAX_TIMESTAMP_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn multibyte_text_next_to_every_cut_is_refused_not_a_panic() {
+        for s in [
+            "2025-01-01 00:00:00+é",
+            "2025-01-01 00:00:00+0é",
+            "2025-01-01 00:00:00+é:00",
+            "2025-01-01 00:00:00-éé",
+            "2025-01-01 00:00:00.é",
+            "2025-01-01 00:00:é",
+            "2025-01-01é00:00",
+            "2025-01-0é",
+            "éééééééééééé+00",
+            "2025-01-01 00:00:00+0530é",
+            "2025-01-01 00:00:00 UTCé",
+            "2025-01-01 00:00:00é",
+            "２０２５-01-01",
+        ] {
+            assert!(parse_timestamp_ms(s).is_err(), "{s:?} was accepted");
+        }
     }
 
     #[test]
@@ -217,5 +274,62 @@ mod tests {
         }
         assert_eq!(format_unix_ms(1_735_689_600_000), "2025-01-01 00:00:00+00");
         assert_eq!(format_unix_ms(-1), "1969-12-31 23:59:59.999+00");
+    }
+
+    mod props {
+        use super::super::*;
+        use crate::core::layout::tests::props::any_text;
+        use proptest::prelude::*;
+
+        /// 0000-01-01 00:00:00 UTC and 9999-12-31 23:59:59.999 UTC: the four-digit years, which
+        /// [`format_unix_ms`] prints in the form [`parse_timestamp_ms`] reads.
+        const FIRST_4_DIGIT_MS: i64 = -62_167_219_200_000;
+        const LAST_4_DIGIT_MS: i64 = 253_402_300_799_999;
+
+        fn timestamp_like() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{0,4})?)?)? ?(Z|UTC|[+-][0-9]{1,4}(:[0-9]{1,2})?)?",
+                "[0-9 :T.Z+é-]{0,40}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn parse_never_panics_and_errors_are_short(text in prop_oneof![any_text(), timestamp_like()]) {
+                match parse_timestamp_ms(&text) {
+                    // Four-digit years, give or take a 15:59 offset.
+                    Ok(ms) => prop_assert!(
+                        (FIRST_4_DIGIT_MS - 86_400_000..=LAST_4_DIGIT_MS + 86_400_000).contains(&ms),
+                        "{}", ms
+                    ),
+                    Err(e) => prop_assert!(e.len() <= 300, "{}", e),
+                }
+            }
+
+            #[test]
+            fn formatted_times_parse_back(ms in prop_oneof![
+                FIRST_4_DIGIT_MS..=LAST_4_DIGIT_MS,
+                Just(FIRST_4_DIGIT_MS),
+                Just(LAST_4_DIGIT_MS),
+                0..=4_102_444_800_000i64,
+            ]) {
+                prop_assert_eq!(parse_timestamp_ms(&format_unix_ms(ms)), Ok(ms));
+            }
+
+            #[test]
+            fn conversions_are_total(n in any::<i64>()) {
+                // Error messages format any time the caller passes.
+                let text = format_unix_ms(n);
+                prop_assert!(text.len() < 40, "{}", text);
+                if let Some(pg) = pg_us_from_unix_us(n) {
+                    prop_assert_eq!(unix_us_from_pg_us(pg), Some(n));
+                }
+                if let Some(unix) = unix_us_from_pg_us(n) {
+                    prop_assert_eq!(pg_us_from_unix_us(unix), Some(n));
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,195 @@
+# Hardening tests against a real cluster, sourced by pg_test/run.sh after faults.sh (same helpers:
+# q, check, pass, fail, sqlstate, pg_ctl_, wait_ready, server_set, server_reset). No setting,
+# input or file any role can reach takes the server down or makes another session fail.
+
+# --- Bounded input: no allocation a caller controls can abort a backend ---------------------------
+log "hardening: a 300 MB layout under a virtual-memory limit"
+# The postmaster and every backend get at most 2 GiB of address space: a 300 MB text fits, but
+# parsing that splits it into a vector of 300M slices (4.8 GB) would fail to allocate, and a
+# failed Rust allocation aborts the backend, which restarts every session of the server.
+pg_ctl_ -m fast stop
+as_postgres bash -c "ulimit -v 2097152 && exec '$(pg_bin "$V")/pg_ctl' -D '$DATA' -l '$LOG' -w -t 60 start" >/dev/null
+pm_before="$(as_postgres head -n 1 "$DATA/postmaster.pid")"
+log_lines_before="$(wc -l <"$LOG")"
+check "a 300 MB layout is refused with 22023 under a 2 GiB limit" "22023" \
+  "$(sqlstate "SELECT * FROM snowflake_layout(repeat('/', 300000000))")"
+check "a long epoch-like layout is refused with 22023" "22023" "$(sqlstate "SELECT * FROM snowflake_layout(repeat('9', 100000))")"
+msg="$( { psql -X -d sfid_cluster -c "SELECT * FROM snowflake_layout(repeat('x', 1000000))" 2>&1 || true; } | wc -c)"
+check "the refusal quotes a short prefix only (${msg} bytes of message)" "t" "$([ "$msg" -lt 600 ] && echo t || echo f)"
+check "the same postmaster still runs, and no backend died" "$pm_before|clean" \
+  "$(as_postgres head -n 1 "$DATA/postmaster.pid")|$(tail -n +"$((log_lines_before + 1))" "$LOG" | grep -Eq "terminated by signal|was terminated|PANIC" && echo dirty || echo clean)"
+pg_ctl_ -m fast restart
+
+log "hardening: text in a database that is not UTF-8"
+psql -X -q -c "CREATE DATABASE sfid_latin1 TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'" >/dev/null
+psql -X -q -d sfid_latin1 -c "CREATE EXTENSION snowflake_id" >/dev/null
+check "a non-ASCII layout in a LATIN1 database is refused with 22023, not a panic" "22023" \
+  "$(PGCLIENTENCODING=UTF8 psql -X -q -A -t -d sfid_latin1 -v ON_ERROR_STOP=0 -c "SELECT * FROM snowflake_layout('41/13/9é')" -c "\\echo :LAST_ERROR_SQLSTATE" 2>/dev/null | tail -n 1)"
+check "an ASCII layout works there" "41/10/12" \
+  "$(psql -X -q -A -t -d sfid_latin1 -c "SELECT layout FROM snowflake_layout('twitter')")"
+psql -X -q -c "DROP DATABASE sfid_latin1" >/dev/null
+
+# --- One session's lead cannot make another session wait or fail --------------------------------
+log "hardening: the lead is the server's, not a session's"
+# probe SECONDS: one id at a time on shard 20 for SECONDS, timing each call: "errors|worst ms".
+q -c "CREATE OR REPLACE FUNCTION public.sf_probe(seconds float8) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE t0 timestamptz; worst interval := '0'; errs int := 0;
+        stop timestamptz := clock_timestamp() + seconds * interval '1 s';
+BEGIN
+  WHILE clock_timestamp() < stop LOOP
+    t0 := clock_timestamp();
+    BEGIN PERFORM snowflake_next(20); EXCEPTION WHEN OTHERS THEN errs := errs + 1; END;
+    worst := greatest(worst, clock_timestamp() - t0);
+    PERFORM pg_sleep(0.002);
+  END LOOP;
+  RETURN errs || '|' || round(extract(epoch FROM worst) * 1000);
+END \$\$" >/dev/null
+# bulk SECONDS: as many ids on shard 20 as one session can mint, for SECONDS, having tried to raise
+# its own lead (refused: a server setting).
+bulk() {
+  local stop=$((SECONDS + $1))
+  {
+    echo "\\set ON_ERROR_STOP 0"
+    echo "SET snowflake_id.max_lead = '1s';"
+    while [ "$SECONDS" -lt "$stop" ]; do echo "SELECT count(snowflake_next(20)) FROM generate_series(1, 200000);"; sleep 0.2; done
+  } | psql -X -q -A -t -d sfid_cluster >/dev/null 2>&1
+}
+q -c "SELECT snowflake_id_stats_reset()" >/dev/null
+bulk 5 &
+sleep 1
+probe="$(q -c "SELECT sf_probe(3)")"
+wait
+echo "  a default session beside a bulk load that tried a 1 s lead: errors|worst call ms = $probe"
+check "a session's own SET of max_lead cannot make another session wait past its lead (< 200 ms) or fail" "t" \
+  "$(awk -F'|' '{ print ($1 == 0 && $2 < 200) ? "t" : "f" }' <<<"$probe")"
+# Through the server setting: everyone runs ahead up to 1 s; then the lead is lowered at reload
+# while the generator is ahead. Waiting for the clock is then a catch-up, never a step back.
+server_set snowflake_id.max_lead 1s
+bulk 6 &
+sleep 1
+probe_same="$(q -c "SELECT sf_probe(2)")"
+server_reset snowflake_id.max_lead
+probe_lowered="$(q -c "SELECT sf_probe(2)")"
+wait
+echo "  with max_lead = 1s for the server: $probe_same; right after lowering it to 5 ms: $probe_lowered"
+check "server max_lead 1 s: a session beside the bulk load neither fails nor waits (< 200 ms)" "t" \
+  "$(awk -F'|' '{ print ($1 == 0 && $2 < 200) ? "t" : "f" }' <<<"$probe_same")"
+check "lead lowered while ahead: no call fails" "0" "${probe_lowered%%|*}"
+check "lead lowered while ahead: waiting for the clock is not counted as a clock step back" "0|0" \
+  "$(q -c "SELECT clock_backsteps, errors FROM snowflake_id_stats WHERE shard = 20")"
+q -c "DROP FUNCTION public.sf_probe(float8)" >/dev/null
+
+# --- Privileges ---------------------------------------------------------------------------------
+log "hardening: privileges"
+q -c "DO \$\$ BEGIN CREATE ROLE sf_mon LOGIN IN ROLE pg_monitor; EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" >/dev/null
+check "a plain role mints (the generators are PUBLIC, as gen_random_uuid() is)" "t|t" \
+  "$(q -c "SET ROLE sf_plain" -c "SELECT snowflake_next(1) > 0, uuidv7_next() IS NOT NULL")"
+check "a plain role cannot read the cluster-wide statistics (view, function)" "42501 42501" \
+  "$(sqlstate "SET ROLE sf_plain" "SELECT count(*) FROM snowflake_id_stats") $(sqlstate "SET ROLE sf_plain" "SELECT count(*) FROM snowflake_id_stats()")"
+check "pg_monitor reads them" "ok" "$(sqlstate "SET ROLE sf_mon" "SELECT count(*) FROM snowflake_id_stats")"
+check "a plain role cannot reset them or advance the generators" "42501 42501" \
+  "$(sqlstate "SET ROLE sf_plain" "SELECT snowflake_id_stats_reset()") $(sqlstate "SET ROLE sf_plain" "SELECT snowflake_id_advance(now())")"
+
+# --- The reservation file: never a reason for the server to stop ------------------------------------
+STATE="$DATA/snowflake_id.state"
+FIX="$SNOWFLAKE_RUN_DIR/$NAME-fixtures" # files the postgres user writes and reads back
+$SUDO rm -rf "$FIX" && $SUDO install -d -o postgres -g postgres -m 0700 "$FIX"
+as_postgres cp "$STATE" "$FIX/state.good"
+# restart_with CONTENT: stops the server, writes CONTENT (a file name, or "empty") over the
+# reservation file, starts it again; returns non-zero if the server did not start.
+restart_with() {
+  pg_ctl_ -m fast stop
+  case "$1" in
+    empty) as_postgres truncate -s 0 "$STATE" ;;
+    *) as_postgres cp "$1" "$STATE" ;;
+  esac
+  pg_ctl_ start
+}
+good_id="$(q -c "SELECT snowflake_next(1)")"
+printf '{"format": 1, "reserved_until_unix_ms": 17' | as_postgres tee "$FIX/state.truncated" >/dev/null
+head -c 100 /dev/urandom | as_postgres tee "$FIX/state.garbage" >/dev/null
+as_postgres sed 's/"41\/13\/9"/"41\/10\/12"/' "$FIX/state.good" | as_postgres tee "$FIX/state.otherlayout" >/dev/null
+for case in empty:XX001 "$FIX/state.truncated":XX001 "$FIX/state.garbage":XX001 "$FIX/state.otherlayout":55000; do
+  file="${case%:*}" want="${case##*:}" label="$(basename "${case%:*}")"
+  log "hardening: a reservation file that is ${label#state.}"
+  before="$(wc -l <"$LOG")"
+  if restart_with "$file"; then pass "${label#state.} file: the server starts"; else fail "${label#state.} file: the server did not start"; fi
+  check "${label#state.} file: the start logs a WARNING naming the file" "t" \
+    "$(tail -n +"$((before + 1))" "$LOG" | grep -q 'WARNING:.*generators are disabled: the reservation file "snowflake_id.state"' && echo t || echo f)"
+  check "${label#state.} file: snowflake_next and uuidv7_next refuse with $want" "$want $want" \
+    "$(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
+  check "${label#state.} file: the readers and the statistics keep working" "1|t" \
+    "$(q -c "SELECT snowflake_shard($good_id), count(*) >= 0 FROM snowflake_id_stats")"
+done
+# Another layout's file is never replaced by an advance; removing it on purpose starts afresh.
+check "other-layout file: snowflake_id_advance refuses to replace it (55000)" "55000" \
+  "$(sqlstate "SELECT snowflake_id_advance(now())")"
+as_postgres rm "$STATE"
+check "other-layout file removed on purpose: the next call mints again, with no restart" "ok" "$(sqlstate "SELECT snowflake_next(1)")"
+# A damaged file is replaced by an advance to a point past every id issued.
+restart_with "$FIX/state.garbage" || fail "garbage file: the server did not start"
+check "damaged file: snowflake_id_advance(now()) replaces it and the generators mint above the old ids" "t" \
+  "$(q -c "SELECT snowflake_id_advance(now()) IS NOT NULL" -c "SELECT snowflake_next(1) > $good_id" | tail -n 1)"
+check "damaged file: the replacement is a valid reservation again" "t" \
+  "$(as_postgres grep -q '"reserved_until_unix_ms"' "$STATE" && echo t || echo f)"
+# An unreadable file, then a crash restart with a damaged one.
+pg_ctl_ -m fast stop
+as_postgres chmod 000 "$STATE"
+pg_ctl_ start && pass "unreadable file: the server starts" || fail "unreadable file: the server did not start"
+check "unreadable file: the generators refuse with 58030" "58030" "$(sqlstate "SELECT snowflake_next(1)")"
+as_postgres chmod 600 "$STATE"
+check "unreadable file made readable: the next call mints again, above the old ids" "t" \
+  "$(q -c "SELECT snowflake_next(1) > $good_id")"
+log "hardening: a damaged reservation file at a crash restart"
+as_postgres cp "$FIX/state.garbage" "$STATE"
+psql -X -q -d sfid_cluster -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+sleep 0.5
+victim="$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' LIMIT 1")"
+kill -9 "$victim"
+wait
+wait_ready && pass "crash restart with a damaged file: the server is back" || fail "crash restart with a damaged file: the server did not come back"
+check "crash restart with a damaged file: the generators refuse (XX001), the readers work" "XX001|1" \
+  "$(sqlstate "SELECT snowflake_next(1)")|$(q -c "SELECT snowflake_shard($good_id)")"
+as_postgres cp "$FIX/state.good" "$STATE"
+pg_ctl_ -m fast restart
+check "the original file back: minting resumes" "ok" "$(sqlstate "SELECT snowflake_next(1)")"
+
+log "hardening: the reservation's temporary file"
+as_postgres rm -f "$DATA/snowflake_id.state.tmp"
+as_postgres ln -s "$FIX/victim" "$DATA/snowflake_id.state.tmp"
+echo untouched | as_postgres tee "$FIX/victim" >/dev/null
+q -c "SELECT snowflake_id_advance(now()) IS NOT NULL" >/dev/null
+check "a link in place of the temporary file is removed, not written through; the file is 0600" "untouched|600" \
+  "$(as_postgres cat "$FIX/victim")|$(as_postgres stat -c %a "$STATE")"
+
+log "hardening: a missing file, a clock before the epoch, a reservation far ahead"
+pg_ctl_ -m fast stop
+as_postgres mv "$STATE" "$FIX/state.saved"
+before="$(wc -l <"$LOG")"
+pg_ctl_ start
+check "a missing file: the start says so in a LOG line" "t" \
+  "$(tail -n +"$((before + 1))" "$LOG" | grep -q 'LOG:.*no reservation file "snowflake_id.state"' && echo t || echo f)"
+pg_ctl_ -m fast stop
+as_postgres mv "$FIX/state.saved" "$STATE"
+if command -v faketime >/dev/null; then
+  before="$(wc -l <"$LOG")"
+  # libfaketime starts the server's clock at 2024-06-01, before the default epoch (2025-01-01)
+  # and 2.5 years behind the reservation.
+  # pg_ctl hangs under a faked clock, so the postmaster alone gets libfaketime, and we poll.
+  as_postgres env LD_PRELOAD="$(dpkg -L libfaketime | grep '/libfaketime\.so\.1$' | head -n 1)" FAKETIME="@2024-06-01 00:00:00" \
+    "$(pg_bin "$V")/postgres" -D "$DATA" >>"$LOG" 2>&1 </dev/null &
+  disown
+  wait_ready && pass "clock before the epoch at boot: the server starts" || fail "clock before the epoch at boot: the server did not start"
+  tail -n +"$((before + 1))" "$LOG" | grep -E "WARNING" | sed 's/^/  /' | head -n 4
+  check "clock before the epoch at boot: WARNINGs for the epoch and the reservation far ahead" "t t" \
+    "$(tail -n +"$((before + 1))" "$LOG" | grep -q 'WARNING:.*the clock reads before snowflake_id.epoch' && echo t || echo f) $(tail -n +"$((before + 1))" "$LOG" | grep -q 'WARNING:.*reservation lies [0-9]* s ahead of the clock' && echo t || echo f)"
+  check "clock before the epoch: snowflake_next 22008, uuidv7_next 58000, the readers work" "22008 58000 1" \
+    "$(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()") $(q -c "SELECT snowflake_shard($good_id)")"
+  pg_ctl_ -m fast stop
+  pg_ctl_ start
+else
+  fail "faketime is not installed (scripts/setup.sh installs it)"
+  pg_ctl_ start
+fi
+check "after all that, minting works and stays above every earlier id" "t" "$(q -c "SELECT snowflake_next(1) > $good_id")"
+$SUDO rm -rf "$FIX"
