@@ -102,7 +102,7 @@ fi
 check "clock_source_status says what auto uses on this machine ($want), read-only" "$want|internal" \
   "$(q -c "SELECT setting, context FROM pg_settings WHERE name = 'snowflake_id.clock_source_status'")"
 # Each id's millisecond is the clock's at the call, read between two clock_timestamp() calls,
-# whichever clock source the generators use (the TSC, re-anchored every 32 µs, or
+# whichever clock source the generators use (the TSC, re-anchored every 12 µs, or
 # clock_gettime on every call).
 for src in auto system; do
   check "max_lead = 0, clock_source = $src: every id carries the millisecond of the clock at the call" "0" \

@@ -154,6 +154,7 @@ for _ in $(seq 1 100); do
   [ -n "$victim" ] && break
   sleep 0.05
 done
+killed_at="$EPOCHREALTIME"
 if [ -n "$victim" ]; then kill -9 "$victim"; else fail "kill -9: found no storm backend to kill"; fi
 wait
 wait_ready || fail "the cluster did not come back after the crash"
@@ -162,11 +163,13 @@ check "kill -9: the postmaster restarted the cluster" "t" \
 cat "$OUT"/storm_*.txt | grep -v '^$' | pad_ids >"$OUT/pre.txt"
 check "kill -9: the storm produced ids before the crash" "t" "$([ "$(wc -l <"$OUT/pre.txt")" -ge 1000 ] && echo t || echo f)"
 # Without the reservation the restarted generators would start at the clock, and the clock
-# moves on during a restart: step it 3 s back (longer than the restart took) for the first
-# session after the crash, with a rewind wait long enough to wait it out. Only the reservation
+# moves on during a restart: step it back, for the first session after the crash, by the time
+# the restart took plus 2 s, with a rewind wait long enough to wait it out. Only the reservation
 # then keeps the new ids above the old.
 server_set snowflake_id.max_rewind_wait 20s
-q -c "SET snowflake_id.debug_clock_offset = -3000" -c "SELECT snowflake_next(3), uuidv7_next() FROM generate_series(1, 5000)" | pad_ids >"$OUT/post.txt"
+back_ms="$(awk -v a="$killed_at" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 + 2000 }')"
+echo "  the first session after the crash runs with the clock $back_ms ms behind"
+q -c "SET snowflake_id.debug_clock_offset = -$back_ms" -c "SELECT snowflake_next(3), uuidv7_next() FROM generate_series(1, 5000)" | pad_ids >"$OUT/post.txt"
 server_reset snowflake_id.max_rewind_wait
 check "kill -9: generation resumed after the restart" "5000" "$(wc -l <"$OUT/post.txt")"
 check "kill -9: no snowflake id or UUID repeats across the crash" "0" \

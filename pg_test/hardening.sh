@@ -126,8 +126,11 @@ check "other-layout file: snowflake_id_advance refuses to replace it (55000)" "5
   "$(sqlstate "SELECT snowflake_id_advance(now())")"
 as_postgres rm "$STATE"
 check "other-layout file removed on purpose: the next call mints again, with no restart" "ok" "$(sqlstate "SELECT snowflake_next(1)")"
-# A damaged file is replaced by an advance to a point past every id issued.
+# A damaged file is replaced by an advance to a point past every id issued. Removing it is no
+# way out: the clock alone could repeat ids the file covered.
 restart_with "$FIX/state.garbage" || fail "garbage file: the server did not start"
+as_postgres rm "$STATE"
+check "damaged file removed: the generators still refuse (XX001)" "XX001" "$(sqlstate "SELECT snowflake_next(1)")"
 check "damaged file: snowflake_id_advance(now()) replaces it and the generators mint above the old ids" "t" \
   "$(q -c "SELECT snowflake_id_advance(now()) IS NOT NULL" -c "SELECT snowflake_next(1) > $good_id" | tail -n 1)"
 check "damaged file: the replacement is a valid reservation again" "t" \
@@ -158,9 +161,11 @@ log "hardening: the reservation's temporary file"
 as_postgres rm -f "$DATA/snowflake_id.state.tmp"
 as_postgres ln -s "$FIX/victim" "$DATA/snowflake_id.state.tmp"
 echo untouched | as_postgres tee "$FIX/victim" >/dev/null
-q -c "SELECT snowflake_id_advance(now()) IS NOT NULL" >/dev/null
-check "a link in place of the temporary file is removed, not written through; the file is 0600" "untouched|600" \
-  "$(as_postgres cat "$FIX/victim")|$(as_postgres stat -c %a "$STATE")"
+writes_before="$(q -c "SELECT writes FROM snowflake_id_reservation()")"
+# 1.5 s ahead: past the current reservation (0.5 s ahead), so the file is written.
+q -c "SELECT snowflake_id_advance(clock_timestamp() + interval '1.5 s') IS NOT NULL" >/dev/null
+check "a link in place of the temporary file is removed, not written through; the file is 0600" "t|untouched|600" \
+  "$(q -c "SELECT writes > $writes_before FROM snowflake_id_reservation()")|$(as_postgres cat "$FIX/victim")|$(as_postgres stat -c %a "$STATE")"
 
 log "hardening: a missing file, a clock before the epoch, a reservation far ahead"
 pg_ctl_ -m fast stop
@@ -192,4 +197,30 @@ else
   pg_ctl_ start
 fi
 check "after all that, minting works and stays above every earlier id" "t" "$(q -c "SELECT snowflake_next(1) > $good_id")"
+
+log "hardening: a shard list that does not parse closes the fence"
+echo "snowflake_id.shards = '0-99999'" | as_postgres tee -a "$DATA/postgresql.conf" >/dev/null
+before="$(wc -l <"$LOG")"
+pg_ctl_ -m fast restart
+check "an invalid shard list at start: a WARNING, and every shard is refused (22023), not every shard open" "t 22023 ok" \
+  "$(tail -n +"$((before + 1))" "$LOG" | grep -q 'WARNING:.*snowflake_id.shards is not a valid shard list' && echo t || echo f) $(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
+as_postgres sed -i "/^snowflake_id.shards = '0-99999'/d" "$DATA/postgresql.conf"
+q -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.3
+check "the shard list fixed and reloaded: the fence opens" "ok" "$(sqlstate "SELECT snowflake_next(1)")"
+
+log "hardening: a restart far behind the reservation refuses at once, it does not hang"
+q -c "SELECT snowflake_id_advance(clock_timestamp() + interval '30 s')" >/dev/null
+pg_ctl_ -m fast restart
+t0="$EPOCHREALTIME"
+got="$(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
+took="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')"
+check "30 s ahead after a restart: 58000 at once (${took} ms for both calls), not a 30 s wait" "58000 58000 t" \
+  "$got $([ "$took" -lt 3000 ] && echo t || echo f)"
+check "the refusal says the ids run ahead of the clock" "t" \
+  "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next(1)" 2>&1 || true; } | grep -q 'run [0-9]* ms ahead of the clock' && echo t || echo f)"
+# Leave a usable server behind: a new id space from the clock (nothing else uses these ids).
+pg_ctl_ -m fast stop
+as_postgres rm -f "$STATE"
+pg_ctl_ start
 $SUDO rm -rf "$FIX"

@@ -12,7 +12,7 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// Reads the generators' clock, plus `snowflake_id.debug_clock_offset`. Called once per id: with
 /// `snowflake_id.clock_source = auto` on a server whose kernel keeps time with the TSC, it is
-/// extrapolated from the TSC and re-anchored to `CLOCK_REALTIME` at least every 32 µs;
+/// extrapolated from the TSC and re-anchored to `CLOCK_REALTIME` at least every 12 µs;
 /// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
@@ -28,6 +28,12 @@ pub fn now_unix_ns() -> i64 {
 
 pub fn now_unix_ms() -> i64 {
     now_unix_ns().div_euclid(NS_PER_MS)
+}
+
+/// `CLOCK_REALTIME` in milliseconds, never shifted by `snowflake_id.debug_clock_offset`: for what
+/// the reservation file records.
+pub fn real_now_unix_ms() -> i64 {
+    system_now_unix_ns().div_euclid(NS_PER_MS)
 }
 
 /// `clock_gettime(CLOCK_REALTIME)`, straight from libc.

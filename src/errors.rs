@@ -77,16 +77,16 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
         .set_hint(
             "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
         ),
-        (MintError::ClockStalled { waited_ns, ahead_ns }, _) => ErrorReport::new(
+        (MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms }, _) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
-            format!("system clock did not advance while waiting {} ms", waited_ns / NS_PER_MS as u64),
+            format!("ids for {what} run {} ms ahead of the clock", ahead_ns.div_ceil(NS_PER_MS as u64)),
             FUNC,
         )
         .set_detail(format!(
-            "Ids for {what} run {} ms ahead of the clock, and the clock did not catch up.",
-            ahead_ns.div_ceil(NS_PER_MS as u64)
+            "The clock did not step back, but catching up takes longer than this server waits ({budget_ms} ms; this call waited {} ms): ids were issued, reserved or advanced ahead of the clock, or the clock stopped.",
+            waited_ns / NS_PER_MS as u64
         ))
-        .set_hint("Check that the server's clock advances. No id was issued by this call; none is repeated."),
+        .set_hint("Ids resume once the clock reaches them; none is repeated. Check that the server's clock is right and advances."),
         (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("system clock reads {}, before the snowflake epoch", ms(now_unix_ns)),
@@ -226,12 +226,12 @@ pub fn reservation_far_ahead(until_unix_ms: i64, now_unix_ms: i64) -> ErrorRepor
         PgSqlErrorCode::ERRCODE_WARNING,
         format!(
             "snowflake_id reservation lies {} s ahead of the clock",
-            (until_unix_ms - now_unix_ms) / crate::core::time::MS_PER_SEC
+            until_unix_ms.saturating_sub(now_unix_ms) / crate::core::time::MS_PER_SEC
         ),
         FUNC,
     )
     .set_detail(format!(
-        "The reservation file \"{}\" says ids may have been issued up to {}, and the clock reads {}. The generators refuse with SQLSTATE 58000 until the clock gets there.",
+        "The reservation file \"{}\" says ids may have been issued up to {}, and the clock reads {}. The generators refuse with SQLSTATE 58000 until the clock is within a few seconds of it.",
         crate::core::reservation::FILE_NAME,
         time::format_unix_ms(until_unix_ms),
         time::format_unix_ms(now_unix_ms)
@@ -246,11 +246,12 @@ pub fn generators_disabled(refusal: Refusal, why: &str) -> ErrorReport {
         Refusal::Unreadable => (
             PgSqlErrorCode::ERRCODE_IO_ERROR,
             "cannot be read",
-            "Fix the file's permissions or the disk; the next call reads it again. Or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time)."        ),
+            "Fix the file's permissions or the disk; the next call reads it again. Or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time). Removing the file does not help: a start from the clock could repeat ids.",
+        ),
         Refusal::Damaged => (
             PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
             "is damaged",
-            "Restore the file from a backup of the data directory, or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time).",
+            "Knowing a time after every id already issued (from the tables, or the server log), replace the file with snowflake_id_advance(that time). Removing it does not help: a start from the clock could repeat ids.",
         ),
         Refusal::OtherLayout => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -296,6 +297,39 @@ pub fn epoch_in_future(e: &LayoutError) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id: the clock reads before snowflake_id.epoch", FUNC)
         .set_detail(e.to_string())
         .set_hint("snowflake_next refuses with SQLSTATE 22008 until the clock passes the epoch; UUIDv7 and the readers work. Check the server's clock, or the epoch.")
+}
+
+/// Recovery from a file of another layout that was removed: a new id space starts (a WARNING).
+pub fn new_id_space() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "snowflake_id: the reservation file \"{}\" was removed; the generators start a new id space from the clock",
+            crate::core::reservation::FILE_NAME
+        ),
+        FUNC,
+    )
+    .set_detail("The file belonged to another layout or epoch, and was removed while the generators refused to mint.")
+}
+
+/// Without the preload, the layout and epoch could not be read from the configuration files.
+pub fn config_unreadable(why: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+        "could not read snowflake_id.layout and snowflake_id.epoch from the configuration files",
+        FUNC,
+    )
+    .set_detail(format!("{}.", capitalized(why)))
+    .set_hint(
+        "Fix the configuration file; the readers use no other source, so that no session can change what they return.",
+    )
+}
+
+/// The configured shard list did not parse at start (a WARNING): the fence is closed.
+pub fn invalid_fence(why: &str) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id.shards is not a valid shard list: no shard may mint", FUNC)
+        .set_detail(format!("{}.", capitalized(why)))
+        .set_hint("Fix snowflake_id.shards in the configuration and reload. Until then snowflake_next refuses every shard (22023); UUIDv7 and the readers work.")
 }
 
 /// `snowflake_id_advance` where it must not write.

@@ -19,7 +19,7 @@
 //! set before the library was loaded, which would let any user skew what the readers return.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -33,6 +33,7 @@ use crate::core::time;
 
 const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
+const SHARDS_NAME: &CStr = c"snowflake_id.shards";
 
 static LAYOUT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"default"));
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"2025-01-01 00:00:00+00"));
@@ -50,7 +51,7 @@ const CLOCK_SOURCE_STATUS_NAME: &CStr = c"snowflake_id.clock_source_status";
 /// `snowflake_id.clock_source`: where the generators read the time.
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ClockSource {
-    /// The TSC, re-anchored to `CLOCK_REALTIME` every 32 µs, when the kernel itself keeps
+    /// The TSC, re-anchored to `CLOCK_REALTIME` every 12 µs, when the kernel itself keeps
     /// time with the TSC; `CLOCK_REALTIME` otherwise.
     #[name = c"auto"]
     Auto,
@@ -75,8 +76,7 @@ static ACTIVE_LAYOUT: OnceLock<Layout> = OnceLock::new();
 /// Raises an ERROR (FATAL in the postmaster, so the server does not start) when the layout or
 /// epoch in the configuration cannot be used.
 pub fn init() {
-    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
-    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    let preloading = starting();
     // A value in postgresql.conf sits in a placeholder until the setting is defined. If the check
     // hook refuses it, PostgreSQL only warns and keeps the default, which for an id layout would
     // be a silent disaster. So read the configured text first and refuse it ourselves. In the
@@ -85,9 +85,13 @@ pub fn init() {
     let (configured_layout, configured_epoch) = if preloading {
         (placeholder(LAYOUT_NAME), placeholder(EPOCH_NAME))
     } else {
-        let mut from_files = config_file_values(&[LAYOUT_NAME, EPOCH_NAME]).into_iter();
-        (from_files.next().flatten(), from_files.next().flatten())
+        let [layout, epoch] = config_file_values([LAYOUT_NAME, EPOCH_NAME])
+            .unwrap_or_else(|why| crate::errors::raise(crate::errors::config_unreadable(&why)));
+        (layout, epoch)
     };
+    // The same for the fence: a shard list the check hook refuses would leave '*' in force, every
+    // shard open. Read it now, and close the fence below if it does not parse.
+    let configured_shards = if preloading { placeholder(SHARDS_NAME) } else { None };
 
     // PostgreSQL refuses to define postmaster-context settings after startup, so a library
     // loaded on demand (not preloaded) only reads what the configuration files say.
@@ -137,7 +141,7 @@ pub fn init() {
     // SAFETY: the hooks only parse their argument and update this process's copy of the set.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
-            c"snowflake_id.shards",
+            SHARDS_NAME,
             c"The shards this server may mint snowflake ids for: * for all, or a list such as 0-15,40.",
             c"snowflake_next refuses any other shard, which catches two servers configured with the same shard.",
             &SHARDS,
@@ -147,6 +151,9 @@ pub fn init() {
             Some(assign_shards),
             None,
         );
+    }
+    if let Some(Err(why)) = configured_shards.as_deref().map(|t| ShardSet::parse(t, layout().max_shard())) {
+        close_fence(&why);
     }
     GucRegistry::define_int_guc(
         c"snowflake_id.default_shard",
@@ -171,7 +178,7 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"snowflake_id.clock_source",
         c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system (clock_gettime on every call).",
-        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 32 microseconds, which halves the cost of a clock read. Either keeps ids unique.",
+        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 12 microseconds, which halves the cost of a clock read. Either keeps ids unique.",
         &CLOCK_SOURCE,
         GucContext::Suset,
         GucFlags::default(),
@@ -255,8 +262,42 @@ pub fn shard_allowed(shard: u32) -> bool {
     set.is_null() || unsafe { &*set }.contains(shard)
 }
 
-/// `snowflake_id.shards`, as configured.
+/// Set when the configured `snowflake_id.shards` did not parse at start: the fence is closed
+/// (no shard may mint) until a reload brings a valid list.
+static FENCE_INVALID: AtomicBool = AtomicBool::new(false);
+
+/// Closes the fence: no shard may mint. For a configured shard list that does not parse, which
+/// PostgreSQL would otherwise replace by the default, every shard.
+fn close_fence(why: &str) {
+    replace_shard_set(Some(ShardSet::Ranges(Vec::new())));
+    FENCE_INVALID.store(true, Ordering::Relaxed);
+    crate::errors::invalid_fence(why).report(PgLogLevel::WARNING);
+}
+
+/// After a refusal: whether a fence closed at start because its configured list did not parse
+/// has been fixed in the configuration since. PostgreSQL does not call the assign hook when the
+/// line is removed (the setting keeps the default it never left), so the files are read again
+/// here, on the refusal path only. Opens the fence in this backend when the list now parses.
+pub fn reopen_fixed_fence() -> bool {
+    if !FENCE_INVALID.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Ok([configured]) = config_file_values([SHARDS_NAME]) else { return false };
+    match ShardSet::parse(configured.as_deref().unwrap_or("*"), layout().max_shard()) {
+        Ok(set) => {
+            replace_shard_set((set != ShardSet::All).then_some(set));
+            FENCE_INVALID.store(false, Ordering::Relaxed);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `snowflake_id.shards`, as configured, for messages.
 pub fn shards_text() -> String {
+    if FENCE_INVALID.load(Ordering::Relaxed) {
+        return "(not a valid shard list in the configuration, so no shard is assigned)".to_owned();
+    }
     setting_text(&SHARDS)
 }
 
@@ -287,19 +328,22 @@ fn parse_layout(layout: &str, epoch: &str) -> Result<Layout, LayoutError> {
 
 /// The values the server's configuration files give `names` (the last one wins, as in
 /// PostgreSQL): `postgresql.conf` with its includes, then `postgresql.auto.conf`. `None` for a
-/// name the files do not set. Reads only files the server itself reads; a file that cannot be
-/// parsed counts as setting nothing, as PostgreSQL's own reload would refuse it.
-fn config_file_values(names: &[&CStr]) -> Vec<Option<String>> {
-    let mut values = vec![None; names.len()];
+/// name the files do not set. Reads only files the server itself reads.
+///
+/// # Errors
+/// A message when a file cannot be read or parsed: the caller must not fall back to defaults.
+fn config_file_values<const N: usize>(names: [&CStr; N]) -> Result<[Option<String>; N], String> {
+    let mut values = [const { None }; N];
     // SAFETY: ParseConfigFile reads the files into a list allocated in the current memory
     // context, which we walk and free; ConfigFileName is set at server start. The auto file is
-    // relative to the data directory, every backend's working directory.
+    // relative to the data directory, every backend's working directory. It reports problems at
+    // DEBUG1 and returns false, so nothing is raised here.
     unsafe {
         for (file, strict) in
             [(pg_sys::ConfigFileName.cast_const(), true), (pg_sys::PG_AUTOCONF_FILENAME.as_ptr(), false)]
         {
             if file.is_null() {
-                continue;
+                return Err("the server's configuration file is not known".to_owned());
             }
             let (mut head, mut tail) = (std::ptr::null_mut(), std::ptr::null_mut());
             let ok = pg_sys::ParseConfigFile(
@@ -324,9 +368,12 @@ fn config_file_values(names: &[&CStr]) -> Vec<Option<String>> {
                 item = var.next;
             }
             pg_sys::FreeConfigVariables(head);
+            if !ok {
+                return Err(format!("\"{}\" could not be parsed", CStr::from_ptr(file).to_string_lossy()));
+            }
         }
     }
-    values
+    Ok(values)
 }
 
 fn setting_text(s: &GucSetting<Option<CString>>) -> String {
@@ -373,10 +420,28 @@ unsafe extern "C-unwind" fn check_layout(
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    match hook_text(newval).map(|t| Widths::parse(&t)) {
-        Some(Err(e)) => check_failed(&e),
-        _ => true,
+    let Some(text) = hook_text(newval) else {
+        return true;
+    };
+    // At start, `init` checks the layout and the epoch together. Later (ALTER SYSTEM), a new
+    // layout must also fit the epoch in force, or the next start would fail.
+    let checked = Widths::parse(&text).and_then(|w| {
+        if starting() {
+            Ok(())
+        } else {
+            Layout::new(w, layout().epoch_unix_ms()).map(|_| ())
+        }
+    });
+    match checked {
+        Err(e) => check_failed(&e),
+        Ok(()) => true,
     }
+}
+
+/// Whether the postmaster is loading the library (processing `shared_preload_libraries`).
+fn starting() -> bool {
+    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
 }
 
 #[pg_guard]
@@ -388,18 +453,16 @@ unsafe extern "C-unwind" fn check_epoch(
     let Some(text) = hook_text(newval) else {
         return true;
     };
-    // At start (the postmaster loading the library) the clock is not checked: a clock that reads
-    // before the epoch must not silently swap in the default epoch (see `init`). Later, as when
-    // ALTER SYSTEM validates a new value, an epoch the clock has not reached is refused.
-    // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
-    let starting = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    // At start (the postmaster loading the library) `init` checks the epoch with the layout, and
+    // a clock that reads before the epoch must not silently swap in the default epoch. Later, a
+    // new epoch (ALTER SYSTEM) must fit the layout in force and be one the clock has reached;
+    // the epoch in force is accepted as it is, so that a reload of a server whose clock is still
+    // behind it does not log a configuration error each time.
     let checked = time::parse_timestamp_ms(&text).map_err(LayoutError::BadEpoch).and_then(|ms| {
-        let l = Layout::new(Widths::DEFAULT, ms)?;
-        if starting {
-            Ok(())
-        } else {
-            l.check_epoch_not_in_future(crate::clock::now_unix_ms())
+        if starting() || ms == layout().epoch_unix_ms() {
+            return Layout::new(Widths::DEFAULT, ms).map(|_| ());
         }
+        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(crate::clock::now_unix_ms())
     });
     match checked {
         Err(e) => check_failed(&e),
@@ -425,11 +488,18 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
     let text = unsafe { newval.as_ref() }.map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
     // The check hook accepted this text, so it parses; a failure would keep the old set.
     if let Some(Ok(set)) = text.map(|t| ShardSet::parse(&t, layout().max_shard())) {
-        let new = if set == ShardSet::All { std::ptr::null_mut() } else { Box::into_raw(Box::new(set)) };
-        let old = SHARD_SET.swap(new, Ordering::Relaxed);
-        if !old.is_null() {
-            // SAFETY: `old` came from Box::into_raw above and is no longer reachable.
-            drop(unsafe { Box::from_raw(old) });
-        }
+        replace_shard_set((set != ShardSet::All).then_some(set));
+        FENCE_INVALID.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Installs this process's shard set (`None`: every shard).
+fn replace_shard_set(set: Option<ShardSet>) {
+    let new = set.map_or(std::ptr::null_mut(), |s| Box::into_raw(Box::new(s)));
+    let old = SHARD_SET.swap(new, Ordering::Relaxed);
+    if !old.is_null() {
+        // SAFETY: `old` came from Box::into_raw above and is no longer reachable; this process has
+        // one thread, so no reader holds it.
+        drop(unsafe { Box::from_raw(old) });
     }
 }

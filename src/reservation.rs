@@ -28,15 +28,23 @@ pub enum Found {
 /// the postmaster, where an error would stop the whole server. At most [`MAX_FILE_BYTES`] are
 /// read, whatever the file's size.
 pub fn load(layout: &Layout) -> Found {
+    // Never through a link, and never blocking the postmaster on something that is not a file.
+    let opened = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(FILE_NAME);
+    let file = match opened {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Found::Nothing,
+        Err(e) => return Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}")),
+        Ok(f) => f,
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Found::Refuse(Refusal::Damaged, "it is not a regular file".to_owned());
+    }
     let mut bytes = Vec::new();
-    let read = File::open(FILE_NAME).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes));
-    match read {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Found::Nothing,
-        Err(e) => Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}")),
-        Ok(_) => match rules::judge(&bytes, layout) {
-            Ok(r) => Found::Continue(r),
-            Err((refusal, why)) => Found::Refuse(refusal, why),
-        },
+    if let Err(e) = file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
+        return Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}"));
+    }
+    match rules::judge(&bytes, layout) {
+        Ok(r) => Found::Continue(r),
+        Err((refusal, why)) => Found::Refuse(refusal, why),
     }
 }
 
@@ -45,7 +53,7 @@ pub fn load(layout: &Layout) -> Found {
 pub fn log_start(found: &Found, now_unix_ms: i64) {
     match found {
         Found::Nothing => errors::no_reservation_file().report(PgLogLevel::LOG),
-        Found::Continue(r) if r.reserved_until_unix_ms - now_unix_ms > FAR_AHEAD_WARNING_MS => {
+        Found::Continue(r) if r.reserved_until_unix_ms.saturating_sub(now_unix_ms) > FAR_AHEAD_WARNING_MS => {
             errors::reservation_far_ahead(r.reserved_until_unix_ms, now_unix_ms).report(PgLogLevel::WARNING);
         }
         Found::Continue(_) => {}
@@ -54,8 +62,10 @@ pub fn log_start(found: &Found, now_unix_ms: i64) {
 }
 
 /// The generators refuse because of the file. Re-reads it, under the lock: if it is usable
-/// now (repaired, replaced, or removed on purpose), starts every generator at its reservation
-/// and lets them mint again.
+/// now (repaired or replaced), starts every generator at its reservation and lets them mint
+/// again. A file of another layout may also be removed on purpose, which starts a new id space
+/// from the clock; a damaged or unreadable one may not, since the clock alone could repeat ids
+/// the file covered (`snowflake_id_advance` replaces it, see [`replace_unusable`]).
 ///
 /// # Errors
 /// The refusal, with its SQLSTATE, while the file is still unusable.
@@ -65,12 +75,21 @@ pub fn recover() -> Result<(), ErrorReport> {
         return Ok(()); // another backend recovered while we waited
     }
     let layout = guc::layout();
+    let refused_for = shmem::refusal();
     match load(layout) {
         Found::Refuse(refusal, why) => {
             drop(lock);
             Err(errors::generators_disabled(refusal, &why))
         }
+        Found::Nothing if refused_for != Some(Refusal::OtherLayout) => {
+            drop(lock);
+            let refusal = refused_for.unwrap_or(Refusal::Damaged);
+            Err(errors::generators_disabled(refusal, "the file was removed after the start found it unusable"))
+        }
         found => {
+            if matches!(found, Found::Nothing) {
+                errors::new_id_space().report(PgLogLevel::WARNING);
+            }
             let (until, written_at) = match &found {
                 Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms),
                 _ => (0, 0),
@@ -101,7 +120,7 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         Some(_) => {}
     }
     let layout = guc::layout();
-    let now = clock::now_unix_ms();
+    let now = clock::real_now_unix_ms();
     if let Err(e) = write_durably(&Reservation::new(layout, until, now)) {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
@@ -160,11 +179,13 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     if covered {
         return Ok(());
     }
-    let now = clock::now_unix_ms();
-    let target = rules::renewal_target(current, word_unix_ms, now);
-    let written = write_durably(&Reservation::new(guc::layout(), target, now));
+    let target = rules::renewal_target(current, word_unix_ms, clock::now_unix_ms());
+    // The file records when it was written by the real clock, never shifted by
+    // snowflake_id.debug_clock_offset: a restart takes it as the last time the clock was seen.
+    let written_at = clock::real_now_unix_ms();
+    let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
     if written.is_ok() {
-        lock.publish(target, now);
+        lock.publish(target, written_at);
     }
     drop(lock);
     written.map_err(|e| errors::reservation_io("write", &e))

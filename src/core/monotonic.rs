@@ -28,10 +28,12 @@
 //!   exhausted sequence); a longer step fails closed with [`MintError::ClockBehind`], reporting
 //!   the step as measured on a fresh reading.
 //! - **the generator runs ahead**: ticks borrowed by any backend, under whatever lead was in
-//!   force then (a lead lowered at reload), or a restart at the reservation. That is no fault:
-//!   the call waits for the clock, for as long as the generator was ahead plus a second, so
-//!   that only a clock that stopped fails ([`MintError::ClockStalled`]). No backend's lead can
-//!   make another backend's call fail.
+//!   force then (a lead lowered at reload), or a restart at the reservation. That is no fault,
+//!   and the call waits for the clock for as long as the settings can explain: the larger of
+//!   `max_wait_ms` and the lead plus the reservation's reach, plus a second
+//!   ([`catch_up_budget_ns`]). Further ahead (a clock that stopped, ids advanced far ahead before
+//!   a restart) fails at once with [`MintError::TooFarAhead`] rather than hold the call for
+//!   long. No backend's lead can make another backend's call fail.
 //!
 //! Either way the state is left untouched by a refusal, so no id is lost or repeated. Waits are
 //! measured on a monotonic clock, not counted as requested: a sleep may end early or late.
@@ -41,6 +43,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::reservation::RESERVE_AHEAD_MS;
 use super::time::NS_PER_MS;
 
 /// How generator words map onto wall-clock time.
@@ -84,9 +87,9 @@ pub enum MintError {
     /// catching up would take longer than the policy waits. `last_unix_ns` is the start of the
     /// last issued word's tick.
     ClockBehind { behind_ns: u64, last_unix_ns: i64, now_unix_ns: i64, max_wait_ms: u32 },
-    /// The generator runs `ahead_ns` ahead of a clock that did not step back, and the clock did
-    /// not catch up while the call waited `waited_ns` (a clock that stopped).
-    ClockStalled { waited_ns: u64, ahead_ns: u64 },
+    /// The generator runs `ahead_ns` ahead of a clock that did not step back, further than the
+    /// call may wait for (`budget_ms`, see [`catch_up_budget_ns`]); it had waited `waited_ns`.
+    TooFarAhead { ahead_ns: u64, waited_ns: u64, budget_ms: u64 },
     /// The clock reads before tick 0 (the epoch).
     ClockBeforeOrigin { now_unix_ns: i64 },
     /// The next word would need a tick past `max_tick`: the layout has run out of time.
@@ -253,9 +256,16 @@ pub fn next_step(
     Ok(Step::Wait { ns: u64::try_from(target - i128::from(now_unix_ns)).unwrap_or(u64::MAX) })
 }
 
-/// Beyond how far the generator ran ahead when a call began to wait, how long that call may wait
-/// for a clock that does not catch up (a clock that stopped).
-pub const MAX_CATCH_UP_SLACK_MS: i64 = 1000;
+/// Beyond what the settings explain, how long a call may wait for a generator that runs ahead.
+pub const MAX_CATCH_UP_SLACK_MS: u64 = 1000;
+
+/// How long one call may wait, in all, for the clock to catch up with a generator that runs ahead
+/// of it without a step back: the larger of the rewind wait and the lead plus the reservation's
+/// reach (how far ahead a restart can start a generator), plus [`MAX_CATCH_UP_SLACK_MS`].
+pub fn catch_up_budget_ns(policy: &ClockPolicy) -> u64 {
+    let explained = u64::from(policy.max_wait_ms).max(u64::from(policy.max_lead_ms) + RESERVE_AHEAD_MS as u64);
+    (explained + MAX_CATCH_UP_SLACK_MS) * NS_PER_MS as u64
+}
 
 /// Why a call waits, and whether it may.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,8 +283,7 @@ pub enum Verdict {
 /// Whether a wait of `wait_ns` for a clock reading `now_unix_ns` is allowed: the pure policy of
 /// [`mint`]. `seen_tick` is the generator's [`State::seen_tick`], read before the clock;
 /// `rewind_waited_ns` and `waited_ns` are the time this call already spent waiting, measured,
-/// for a step back and in all; `ahead_at_first_wait_ns` how far the generator ran ahead of the
-/// clock when the call first had to wait.
+/// for a step back and in all.
 ///
 /// A reading one tick behind `seen_tick` is not a step back: clocks of different backends
 /// (the TSC extrapolation, a reading taken just before another backend's) may disagree by a
@@ -282,17 +291,17 @@ pub enum Verdict {
 ///
 /// # Errors
 /// [`MintError::ClockBehind`] when the step back is longer than the policy waits;
-/// [`MintError::ClockStalled`] when the clock has not caught up in time.
+/// [`MintError::TooFarAhead`] when the clock cannot catch up within [`catch_up_budget_ns`].
 pub fn judge_wait(
     tl: &Timeline,
     policy: &ClockPolicy,
     state: (u64, u64),
     now_unix_ns: i64,
     wait_ns: u64,
-    waited: (u64, u64, u64),
+    waited: (u64, u64),
 ) -> Result<Verdict, MintError> {
     let (next_free, seen_tick) = state;
-    let (rewind_waited_ns, waited_ns, ahead_at_first_wait_ns) = waited;
+    let (rewind_waited_ns, waited_ns) = waited;
     let seen_ns = tl.tick_start_ns(seen_tick);
     let now = i128::from(now_unix_ns);
     if now < seen_ns - tl.tick_ns() {
@@ -308,9 +317,10 @@ pub fn judge_wait(
         }
         return Ok(Verdict::Rewind { behind_ns });
     }
-    let cap = i128::from(ahead_at_first_wait_ns) + i128::from(MAX_CATCH_UP_SLACK_MS) * i128::from(NS_PER_MS);
-    if i128::from(waited_ns) + i128::from(wait_ns) > cap.max(wait_budget_ns(tl, policy)) {
-        return Err(MintError::ClockStalled { waited_ns, ahead_ns: tl.ahead_ns(next_free, now_unix_ns) });
+    let budget = catch_up_budget_ns(policy);
+    if u128::from(waited_ns) + u128::from(wait_ns) > u128::from(budget) {
+        let ahead_ns = tl.ahead_ns(next_free, now_unix_ns);
+        return Err(MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms: budget / NS_PER_MS as u64 });
     }
     Ok(Verdict::CatchUp)
 }
@@ -474,7 +484,6 @@ fn mint_slow(
 ) -> Result<Minted, MintError> {
     // Time spent waiting, measured: in all, and for a clock that stepped back.
     let (mut waited_ns, mut rewind_waited_ns, mut behind_ns) = (0u64, 0u64, 0u64);
-    let mut ahead_at_first_wait_ns = None;
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
         match next_step(next_free, now, tl, policy, limit_word)? {
@@ -500,8 +509,7 @@ fn mint_slow(
                 let Step::Wait { ns } = next_step(next_free, now, tl, policy, limit_word)? else {
                     continue;
                 };
-                let ahead0 = *ahead_at_first_wait_ns.get_or_insert_with(|| tl.ahead_ns(next_free, now));
-                let waited = (rewind_waited_ns, waited_ns, ahead0);
+                let waited = (rewind_waited_ns, waited_ns);
                 let verdict = judge_wait(tl, policy, (next_free, seen_tick), now, ns, waited)?;
                 let start = clock.monotonic_ns();
                 clock.sleep_ns(ns);
@@ -846,19 +854,27 @@ mod tests {
 
     #[test]
     fn a_generator_run_ahead_by_another_lead_is_caught_up_with_never_a_step_back() {
-        // Another backend, under a 10 s lead (a setting since lowered at reload), pushed the
-        // generator 5 s ahead of a clock that never stepped back. A call under the 5 ms lead and
-        // the 1 s rewind budget waits for the clock: no ClockBehind, no step back recorded.
+        // Minters under a 10 s lead (a setting since lowered at reload) pushed the generator
+        // 1.5 s ahead of a clock that never stepped back. A call under the 5 ms lead and the 1 s
+        // rewind budget waits for the clock (its catch-up budget is 2 s): no ClockBehind, no step
+        // back recorded.
         let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
         let ten_s = ClockPolicy { max_lead_ms: 10_000, max_wait_ms: 1000 };
         mint(&s, &mut c, &TL, &ten_s, NO_LIMIT).unwrap();
-        s.next_free.store(TL.first_word_at(6000), Ordering::Relaxed);
+        s.next_free.store(TL.first_word_at(2500), Ordering::Relaxed);
         let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
-        assert_eq!(tick_seq(m.word), (6000, 0));
+        assert_eq!(tick_seq(m.word), (2500, 0));
         assert_eq!(m.behind_ns, 0, "running ahead is not a clock step back");
-        assert_eq!(m.waited_ns, 4995 * MS as u64, "waited until the word was within its own 5 ms lead");
-        // The same generator, once the clock really steps back by 5 s, refuses at once.
+        assert_eq!(m.waited_ns, 1495 * MS as u64, "waited until the word was within its own 5 ms lead");
+        // Five seconds ahead is more than the settings explain: refused at once, as too far
+        // ahead, not as a step back.
+        s.next_free.store(TL.first_word_at(7600), Ordering::Relaxed);
+        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, MintError::TooFarAhead { .. }), "{err:?}");
+        // Once the clock really steps back, a long step is refused as one.
+        c.now_ns = 7600 * MS;
+        mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         c.now_ns -= 5000 * MS;
         let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
         assert!(matches!(err, MintError::ClockBehind { behind_ns, .. } if behind_ns == 5000 * MS as u64), "{err:?}");
@@ -919,9 +935,9 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_that_stopped_is_refused_as_stalled_never_as_a_zero_step() {
+    fn a_clock_that_stopped_is_refused_as_too_far_ahead_never_as_a_zero_step() {
         // The generator runs 300 ms ahead (a restart at the reservation) of a clock that then
-        // stops: the call waits the 300 ms and a second more, then gives up, saying so.
+        // stops: the call waits up to its catch-up budget (2 s here), then gives up, saying so.
         struct Stopped(FakeClock);
         impl Clock for Stopped {
             fn now_unix_ns(&mut self) -> i64 {
@@ -938,9 +954,23 @@ mod tests {
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
-        let MintError::ClockStalled { waited_ns, ahead_ns } = err else { panic!("{err:?}") };
+        let MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms } = err else { panic!("{err:?}") };
         assert_eq!(ahead_ns, 299 * MS as u64, "the last word issued, 1299 ms, is 299 ms ahead");
-        assert!((1000 * MS as u64..=1300 * MS as u64).contains(&waited_ns), "{waited_ns}");
+        assert_eq!(budget_ms, 2000, "max(1 s rewind wait, 5 ms lead + 500 ms reservation) + 1 s");
+        assert!((1500 * MS as u64..=2000 * MS as u64).contains(&waited_ns), "{waited_ns}");
+    }
+
+    #[test]
+    fn a_generator_far_ahead_of_a_clock_that_never_stepped_back_is_refused_at_once() {
+        // snowflake_id_advance an hour ahead, then a restart: the generators start at the
+        // reservation, an hour past the clock, which (as far as the restart knows) never showed
+        // that time. No setting explains waiting an hour: refused at once, nothing issued.
+        let s = State::new(TL.first_word_at(3_601_000), 1000);
+        let mut c = FakeClock::at(1000 * MS);
+        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, MintError::TooFarAhead { waited_ns: 0, .. }), "{err:?}");
+        assert!(c.slept_ns.is_empty());
+        assert_eq!(s.next_free.load(Ordering::Relaxed), TL.first_word_at(3_601_000));
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub fn judge(bytes: &[u8], layout: &Layout) -> Result<Reservation, (Refusal, Str
         return Err((Refusal::Damaged, format!("it is larger than {MAX_FILE_BYTES} bytes")));
     }
     let r = Reservation::from_bytes(bytes).map_err(|why| (Refusal::Damaged, why))?;
+    if r.reserved_until_unix_ms < 0 || r.written_at_unix_ms < 0 {
+        return Err((Refusal::Damaged, "it holds a time before 1970".to_owned()));
+    }
     r.check_layout(layout).map_err(|why| (Refusal::OtherLayout, why))?;
     Ok(r)
 }
@@ -184,6 +187,8 @@ mod tests {
         }
         let twitter = Layout::new(Widths::TWITTER, DEFAULT_EPOCH_UNIX_MS).unwrap();
         assert_eq!(judge(&bytes, &twitter).unwrap_err().0, Refusal::OtherLayout);
+        let before_1970 = Reservation::new(&Layout::DEFAULT, i64::MIN, 1);
+        assert_eq!(judge(&before_1970.to_bytes(), &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
         for r in [Refusal::Unreadable, Refusal::Damaged, Refusal::OtherLayout] {
             assert_eq!(Refusal::from_code(r as u32), Some(r));
         }
