@@ -94,7 +94,7 @@ pub fn recover() -> Result<(), ErrorReport> {
                 Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms),
                 _ => (0, 0),
             };
-            shmem::start_generators(layout, until, written_at);
+            shmem::raise_generators(layout, until, written_at);
             lock.publish_loaded(until);
             lock.clear_refusal();
             Ok(())
@@ -125,7 +125,7 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
     }
-    shmem::start_generators(layout, until, now);
+    shmem::raise_generators(layout, until, now);
     lock.publish(until, now);
     lock.clear_refusal();
     Ok(())

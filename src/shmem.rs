@@ -311,11 +311,13 @@ pub fn refusal() -> Option<Refusal> {
     segment().ok().and_then(|s| Refusal::from_code(s.header().refusal.load(Ordering::Acquire)))
 }
 
-/// Raises every generator to the reservation `until`, with the clock seen at `written_at`, for
-/// generators that were refused at start and may mint again. Only the lock holder calls it.
-pub fn start_generators(layout: &crate::core::layout::Layout, until: i64, written_at: i64) {
+/// Raises every generator so that its next id lies at or after `until`, as if the clock had been
+/// seen at `seen_unix_ms`: for generators refused at start that may mint again (with the file's
+/// reservation and write time), and for `snowflake_id_advance` (with its point in time for both).
+pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_unix_ms: i64) {
     let Ok(seg) = segment() else { return };
-    let raise = |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(written_at), tl);
+    let raise =
+        |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(seen_unix_ms), tl);
     raise(seg.slot(0), &uuidv7::TIMELINE);
     let tl = layout.timeline();
     for s in 0..seg.header().shard_count as usize {
@@ -365,7 +367,7 @@ impl ReservationLock {
     }
 
     /// Lets the generators mint again, once the lock holder has started them at a usable
-    /// reservation ([`start_generators`], [`ReservationLock::publish`]).
+    /// reservation ([`raise_generators`], [`ReservationLock::publish`]).
     pub fn clear_refusal(&self) {
         if let Ok(seg) = segment() {
             seg.header().refusal.store(0, Ordering::Release);

@@ -164,8 +164,7 @@ fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZo
     if until > crate::clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
         return Err(errors::advance_too_far(until, "more than an hour ahead of the clock"));
     }
-    let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
-    let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
+    shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     // Generators refused because of a damaged file: the caller's point in time is what the file
     // would have said, so it replaces the file (never one from another layout).
     crate::reservation::replace_unusable(until)?;
@@ -173,12 +172,7 @@ fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZo
     crate::reservation::renew(until, true)?;
     // The caller asserts the clock has reached `until` (on the old primary): a clock reading
     // behind it stepped back, and waits only as long as max_rewind_wait allows.
-    let raise = |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(until), tl);
-    raise(uuid, &uuidv7::TIMELINE);
-    let tl = layout.timeline();
-    for (_, slot) in shards {
-        raise(slot, &tl);
-    }
+    shmem::raise_generators(layout, until, until);
     let (reserved, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
     super::timestamptz_from_ms(reserved)
 }
