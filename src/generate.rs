@@ -10,8 +10,8 @@ use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline};
 use crate::core::reservation::REFRESH_MARGIN_MS;
 use crate::core::time::NS_PER_MS;
 use crate::errors::{self, Generator};
-use crate::reservation;
 use crate::shmem::{self, Slot};
+use crate::{reservation, space};
 
 /// The word below which ids may be issued without touching the reservation: the reservation,
 /// less the renewal margin, so that the fast path never runs into it.
@@ -27,16 +27,17 @@ pub fn fast_limit(tl: &Timeline) -> u64 {
 /// per id.
 static NOT_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
 
-/// Whether this backend already knows the server is a primary.
+/// Whether this backend may mint snowflake ids without any check: it knows the server is a
+/// primary, and has checked its database's id space (`crate::space`).
 #[inline]
-pub fn known_primary() -> bool {
-    NOT_IN_RECOVERY.load(Ordering::Relaxed)
+pub fn snowflake_ready() -> bool {
+    NOT_IN_RECOVERY.load(Ordering::Relaxed) && space::snowflake_ready()
 }
 
 /// A hot standby shares its primary's configuration, shards included: minting there would
 /// repeat the primary's ids. Refuse until promotion.
 fn refuse_during_recovery(slot: &Slot) {
-    if known_primary() {
+    if NOT_IN_RECOVERY.load(Ordering::Relaxed) {
         return;
     }
     // SAFETY: a plain query of the startup state; callable from any backend.
@@ -51,6 +52,12 @@ fn refuse_during_recovery(slot: &Slot) {
 /// Raises the generator's error (with its SQLSTATE) when no word can be issued.
 pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
     refuse_during_recovery(slot);
+    // The first id of this backend, and every snowflake id of a database recorded with another
+    // id space: the record, and once per start the ids the database already holds.
+    if let Err(e) = space::ensure_checked(matches!(generator, Generator::Snowflake { .. })) {
+        slot.errors.fetch_add(1, Ordering::Relaxed);
+        errors::raise(e);
+    }
     // A start that found a reservation file the generators cannot continue from disabled them;
     // the file may have been fixed since.
     if shmem::refusal().is_some() {

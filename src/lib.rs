@@ -3,7 +3,8 @@
 //! - `core`: the pure logic (layouts, time, the monotonic state machine). Never imports pgrx.
 //! - `guc`, `shmem`, `clock`: the settings, the shared-memory state and the wall clock.
 //! - `generate`, `reservation`: the mint loop every generator shares, and the durable
-//!   high-water mark it keeps.
+//!   high-water mark it keeps; `wal` carries that mark to standbys.
+//! - `space`: the first mint in a database checks its recorded id space and its stored ids.
 //! - `errors`: core errors to SQLSTATEs.
 //! - `api`: the `#[pg_extern]` glue.
 
@@ -18,6 +19,8 @@ mod generate;
 mod guc;
 mod reservation;
 mod shmem;
+mod space;
+mod wal;
 
 use pgrx::prelude::*;
 
@@ -32,6 +35,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         shmem::init();
+        wal::init();
     }
 }
 

@@ -125,10 +125,34 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
     }
+    crate::wal::log_reservation(until, now);
     shmem::raise_generators(layout, until, now);
     lock.publish(until, now);
     lock.clear_refusal();
     Ok(())
+}
+
+/// A reservation replayed from the WAL (`crate::wal`): on a standby, in a crash recovery, or
+/// while a backup is restored. Raises the generators to it, and when it is newer than the
+/// file's, writes the file, so that a promoted standby, or one restarted after its WAL was
+/// recycled, continues above every id the primary issued under it. Never raises an error (the
+/// startup process would stop the server): a write failure is a WARNING, and the generators are
+/// raised anyway, the reservation in shared memory left as it was so that the first renewal
+/// after promotion writes the file. A file the generators refused is never overwritten.
+pub fn replay(until: i64, written_at: i64) {
+    let Some(lock) = ReservationLock::acquire(true) else { return };
+    if shmem::refusal().is_some() || until <= shmem::reserved_until() {
+        return;
+    }
+    let layout = guc::layout();
+    shmem::raise_generators(layout, until, written_at);
+    match write_durably(&Reservation::new(layout, until, written_at)) {
+        Ok(()) => lock.publish(until, written_at),
+        Err(e) => {
+            drop(lock);
+            errors::reservation_io("write", &e).report(PgLogLevel::WARNING);
+        }
+    }
 }
 
 /// Writes the file durably: a new temporary file (never through a link, never over an
@@ -185,6 +209,8 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     let written_at = clock::real_now_unix_ms();
     let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
     if written.is_ok() {
+        // Into the WAL before any id under it is issued: standbys replay it (crate::wal).
+        crate::wal::log_reservation(target, written_at);
         lock.publish(target, written_at);
     }
     drop(lock);

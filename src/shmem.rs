@@ -11,6 +11,8 @@
 //!   reservation_written_at    AtomicI64
 //!   refusal                   AtomicU32     why every generator refuses (a reservation file it
 //!                                           cannot continue from), 0 when they may mint
+//!   checked_databases         [AtomicU64; 64]  databases whose stored ids were scanned since the
+//!                                           start: database oid << 32 | record fingerprint, 0 free
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
 //!
@@ -20,7 +22,8 @@
 //!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
-//! With the default layout that is 8192 + 2 slots, about 1 MiB.
+//! The header is 640 bytes (five cache-line pairs). With the default layout that is 8192 + 1
+//! slots, about 1 MiB.
 //!
 //! # Protocol
 //! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under
@@ -48,9 +51,13 @@
 //!   issues an id past a reservation that is not durable. Id paths read it with one atomic load
 //!   and take the lock only to renew it, about every 250 ms: conditionally (never waiting) while
 //!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
-//!   LWLock across an fsync is the point of this lock; no id path holds it otherwise, nothing
-//!   inside it allocates from PostgreSQL or raises an error (errors are raised after release),
-//!   and PostgreSQL releases it on any error anyway.
+//!   LWLock across an fsync is the point of this lock; no id path holds it otherwise. Inside it,
+//!   after the file and before publishing, the renewal is also inserted into the WAL and flushed
+//!   (`crate::wal`, PostgreSQL 15+), so that a standby has every reservation before any row
+//!   carrying an id under it. Nothing else inside it allocates from PostgreSQL or raises an
+//!   error (errors are raised after release), and PostgreSQL releases it on any error anyway.
+//!   On a standby the startup process takes it to replay a reservation from the WAL
+//!   (`crate::reservation::replay`): file first, then publish, as a renewal does.
 //!
 //! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
 //!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
@@ -58,6 +65,13 @@
 //!   cleared, and the generators started at the file's reservation, only under the LWLock by the
 //!   backend that finds the file usable again (`crate::reservation::recover`). The server and
 //!   every reader keep working meanwhile.
+//!
+//! - **`checked_databases`** is a cache, not a guard: an entry says that some backend raised
+//!   the generators above the ids stored in that database (with that record of its id space)
+//!   since the start (`crate::space`). Entries are claimed and replaced with one CAS each and
+//!   never cleared before a restart; a backend that finds no entry scans, and two backends of
+//!   the same database may both scan, which only raises the generators twice. When all 64 are
+//!   taken, databases beyond them are scanned by every new backend instead.
 //!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
@@ -87,7 +101,11 @@ struct Header {
     reservation_writes: AtomicU64,
     reservation_written_at: AtomicI64,
     refusal: AtomicU32,
+    checked_databases: [AtomicU64; CHECKED_DATABASES],
 }
+
+/// How many databases the registry of scanned ones remembers.
+const CHECKED_DATABASES: usize = 64;
 
 /// One generator's state word and statistics.
 #[repr(C, align(128))]
@@ -323,6 +341,51 @@ pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_u
     for s in 0..seg.header().shard_count as usize {
         raise(seg.slot(1 + s), &tl);
     }
+}
+
+/// Raises every snowflake generator to at least `snowflake_word` and the UUIDv7 generator to at
+/// least `uuidv7_word`, with the clock seen at `now_unix_ms` (the floor of ids stored in a
+/// database, `crate::space`). Nothing is issued; the mint loop renews the reservation when the
+/// next id passes it.
+pub fn raise_to_words(
+    layout: &crate::core::layout::Layout,
+    snowflake_word: Option<u64>,
+    uuidv7_word: Option<u64>,
+    now_unix_ms: i64,
+) {
+    let Ok(seg) = segment() else { return };
+    if let Some(word) = uuidv7_word {
+        let tl = &uuidv7::TIMELINE;
+        seg.slot(0).raise_to(word, tl.tick_of_unix_ms(now_unix_ms), tl);
+    }
+    if let Some(word) = snowflake_word {
+        let tl = layout.timeline();
+        for s in 0..seg.header().shard_count as usize {
+            seg.slot(1 + s).raise_to(word, tl.tick_of_unix_ms(now_unix_ms), &tl);
+        }
+    }
+}
+
+/// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (non-zero),
+/// were scanned since the start. False without the preload.
+pub fn database_checked(database: u32, fingerprint: u32) -> bool {
+    let key = u64::from(database) << 32 | u64::from(fingerprint);
+    segment().is_ok_and(|s| s.header().checked_databases.iter().any(|e| e.load(Ordering::Acquire) == key))
+}
+
+/// Remembers that the stored ids of `database` were scanned, replacing its entry for an older
+/// fingerprint, else taking a free one. Does nothing when every entry holds another database.
+pub fn mark_database_checked(database: u32, fingerprint: u32) {
+    let Ok(seg) = segment() else { return };
+    let key = u64::from(database) << 32 | u64::from(fingerprint);
+    let entries = &seg.header().checked_databases;
+    let claim = |matches: &dyn Fn(u64) -> bool| {
+        entries.iter().any(|e| {
+            let seen = e.load(Ordering::Acquire);
+            matches(seen) && e.compare_exchange(seen, key, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        })
+    };
+    let _ = claim(&|seen| seen >> 32 == u64::from(database) && seen != 0) || claim(&|seen| seen == 0);
 }
 
 /// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.

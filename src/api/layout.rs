@@ -93,6 +93,26 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
     name = "snowflake_layout"
 );
 
+// The database's record of its id space (crate::space): the layout and epoch its snowflake ids
+// are made under, written when the extension is created and dumped with the data. A restore
+// into a database that already has the extension adds the dumped rows to its own: any row that
+// names another space than the server's makes snowflake_next refuse.
+extension_sql!(
+    r#"
+CREATE TABLE snowflake_id_space (
+    layout text NOT NULL,
+    epoch timestamptz NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
+GRANT SELECT ON snowflake_id_space TO PUBLIC;
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+"#,
+    name = "snowflake_id_space",
+    requires = ["snowflake_layout"]
+);
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

@@ -64,7 +64,7 @@ fn mint(shard: i64) -> i64 {
 /// clock read (the TSC when `snowflake_id.clock_source` allows), one compare-and-swap, and on a
 /// tick's first id one counter add. It allocates nothing, raises nothing and takes
 /// no lock; a panic is caught just the same. Anything else (NULL, a bad or fenced shard, no
-/// preload, a backend that has not yet checked for recovery, a lost race, a wait, a reservation
+/// preload, a backend that has not yet checked for recovery and its database's id space, a lost race, a wait, a reservation
 /// to renew, an error) goes to the pgrx wrapper of [`snowflake_next`], which does it all again,
 /// fully guarded. Nothing was issued on the fast path in that case.
 ///
@@ -79,7 +79,7 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         if arg.isnull {
             return None;
         }
-        if !generate::known_primary() {
+        if !generate::snowflake_ready() {
             return None;
         }
         let layout = guc::layout();

@@ -5,11 +5,16 @@
 //! - `uuidv7_next()` and `uuidv7_next(shift interval)`: this extension's generator, under a name
 //!   core PostgreSQL does not use, so it is reachable on every version (the counterpart of
 //!   `snowflake_next`).
-//! - `uuidv7()` and `uuidv7(shift interval)`: PostgreSQL 18's API, provided on 14–17 as the same
-//!   generator. Not created on 18, where `pg_catalog.uuidv7()` exists and would shadow it anyway.
+//! - `uuidv7()` and `uuidv7(shift interval)`: PostgreSQL 18's API, as the same generator.
 //! - `uuid_extract_timestamp(uuid)`, `uuid_extract_version(uuid)`: core's readers (17 added
-//!   them, 18 taught the first to read version 7), provided on 14–16 with PostgreSQL 18's results.
-//!   Not created on 17 and later, where core's shadow them; 17's reads v1 times only.
+//!   them, 18 taught the first to read version 7), with PostgreSQL 18's results.
+//!
+//! These four are created in the extension's schema on every version, from the same C symbols,
+//! so that one catalog survives `pg_upgrade` and `pg_dump` between any two majors: the
+//! binary-upgrade restore recreates every member with its symbol, and a dump names them
+//! schema-qualified (`DEFAULT public.uuidv7()`). An unqualified call resolves to `pg_catalog`
+//! first where core has the name (`uuidv7()` on 18, the readers on 17 and later; 17's
+//! `uuid_extract_timestamp` reads v1 times only), and to these everywhere else.
 //! - `uuidv7_timestamp(uuid)`: the time to the microsecond, from the sub-millisecond fraction.
 //! - `uuidv7_min_id(ts)`, `uuidv7_max_id(ts)`: range bounds, like `snowflake_min_id`/`_max_id`.
 //!
@@ -87,30 +92,26 @@ fn uuidv7_next_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
     Ok(encode(shifted(mint_word(), shift)?))
 }
 
-/// PostgreSQL 18's `uuidv7()`, for 14–17.
-#[cfg(not(feature = "pg18"))]
+/// PostgreSQL 18's `uuidv7()`, as `uuidv7_next()`: monotonic across every backend.
 #[pg_extern(volatile, parallel_safe)]
 fn uuidv7() -> pgrx::Uuid {
     uuidv7_next()
 }
 
-/// PostgreSQL 18's `uuidv7(shift interval)`, for 14–17.
-#[cfg(not(feature = "pg18"))]
+/// PostgreSQL 18's `uuidv7(shift interval)`, as `uuidv7_next(shift)`.
 #[pg_extern(volatile, parallel_safe, name = "uuidv7")]
 fn uuidv7_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
     uuidv7_next_shifted(shift)
 }
 
-/// PostgreSQL 18's `uuid_extract_timestamp(uuid)`, for 14–16: the time of a version 1 or 7
-/// UUID (milliseconds for v7), NULL for other versions and non-RFC variants.
-#[cfg(any(feature = "pg14", feature = "pg15", feature = "pg16"))]
+/// PostgreSQL 18's `uuid_extract_timestamp(uuid)`: the time of a version 1 or 7 UUID
+/// (milliseconds for v7), NULL for other versions and non-RFC variants.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuid_extract_timestamp(id: pgrx::Uuid) -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
     uuidv7::extract_unix_us(id.as_bytes()).map(super::timestamptz_from_us).transpose()
 }
 
-/// PostgreSQL 17's `uuid_extract_version(uuid)`, for 14–16: NULL for non-RFC variants.
-#[cfg(any(feature = "pg14", feature = "pg15", feature = "pg16"))]
+/// PostgreSQL 17's `uuid_extract_version(uuid)`: NULL for non-RFC variants.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuid_extract_version(id: pgrx::Uuid) -> Option<i16> {
     uuidv7::version(id.as_bytes()).map(i16::from)

@@ -11,5 +11,6 @@ pub mod monotonic;
 pub mod reservation;
 pub mod rng;
 pub mod shards;
+pub mod space;
 pub mod time;
 pub mod uuidv7;

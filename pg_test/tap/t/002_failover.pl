@@ -1,0 +1,76 @@
+# Failover with no manual step (PostgreSQL 15+, each major in $ENV{SFID_FAILOVER}, default 15):
+# a primary under load, a streaming standby whose clock runs 2 s behind, the primary killed
+# with -9 and the standby promoted with pg_ctl promote, nothing else. Every id minted after the
+# promotion is above every id in the replicated tables: snowflake shards and UUIDv7, including
+# a table without an index (which only the reservation replayed from the WAL protects: the
+# first-mint scan reads indexed columns only).
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin . '/..';
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeNode;
+
+my @majors = split ' ', ($ENV{SFID_FAILOVER} // '15');
+
+for my $major (@majors)
+{
+	my $primary = sfid_node("primary$major", $major, "snowflake_id.max_rewind_wait = '5s'", allows_streaming => 1);
+	$primary->start;
+	$primary->safe_psql('postgres', q{
+		CREATE EXTENSION snowflake_id;
+		CREATE TABLE sf (id bigint PRIMARY KEY DEFAULT snowflake_next(1), batch int NOT NULL DEFAULT 0);
+		CREATE TABLE sf_noindex (id bigint DEFAULT snowflake_next(2), batch int NOT NULL DEFAULT 0);
+		CREATE TABLE un (id uuid PRIMARY KEY DEFAULT uuidv7_next(), batch int NOT NULL DEFAULT 0);
+	});
+	$primary->backup('base');
+	my $standby = PostgreSQL::Test::Cluster->new("standby$major", install_path => install_path($major));
+	$standby->init_from_backup($primary, 'base', has_streaming => 1);
+	# The standby's clock runs 2 s behind the primary's.
+	$standby->append_conf('postgresql.conf', "snowflake_id.debug_clock_offset = '-2s'");
+	$standby->start;
+
+	# Load: two clients inserting into every table, until the primary dies under them.
+	my $script = "$PostgreSQL::Test::Utils::tmp_check/load$major.sql";
+	PostgreSQL::Test::Utils::append_to_file($script, join("\n",
+		'INSERT INTO sf DEFAULT VALUES;',
+		'INSERT INTO sf_noindex DEFAULT VALUES;',
+		'INSERT INTO un DEFAULT VALUES;', ''));
+	my ($out, $err) = ('', '');
+	my $load = IPC::Run::start(
+		[ install_path($major) . '/bin/pgbench', '-n', '-c', '2', '-T', '30', '-f', $script,
+		  '-h', $primary->host, '-p', $primary->port, 'postgres' ],
+		'>', \$out, '2>', \$err);
+	sleep 3;
+	$primary->kill9;
+	eval { $load->finish };
+
+	$standby->promote;
+	my $replicated = $standby->safe_psql('postgres',
+		'SELECT (SELECT count(*) FROM sf) || \' \' || (SELECT count(*) FROM sf_noindex) || \' \' || (SELECT count(*) FROM un)');
+	my ($n_sf, $n_noidx, $n_un) = split ' ', $replicated;
+	cmp_ok($n_sf, '>', 100, "PostgreSQL $major: the standby replayed rows made under load ($replicated)");
+
+	$standby->safe_psql('postgres', q{
+		INSERT INTO sf (batch) SELECT 1 FROM generate_series(1, 2000);
+		INSERT INTO sf_noindex (batch) SELECT 1 FROM generate_series(1, 2000);
+		INSERT INTO un (batch) SELECT 1 FROM generate_series(1, 2000);
+	});
+	for my $t (qw(sf sf_noindex un))
+	{
+		is( $standby->safe_psql('postgres', qq{
+				SELECT count(*) FILTER (WHERE batch = 1) || ' '
+				       || ((SELECT id FROM $t WHERE batch = 1 ORDER BY id LIMIT 1)
+				           > (SELECT id FROM $t WHERE batch = 0 ORDER BY id DESC LIMIT 1))
+				FROM $t}),
+			'2000 true', "PostgreSQL $major: after promotion every new id in $t is above every replicated one");
+	}
+	# The standby kept the reservation it replayed in its own file.
+	ok(-s $standby->data_dir . '/snowflake_id.state', "PostgreSQL $major: the standby wrote the replayed reservation");
+	$standby->stop;
+}
+
+done_testing();

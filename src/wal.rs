@@ -1,0 +1,132 @@
+//! Failover: the reservation travels in the WAL to every physical standby (PostgreSQL 15+).
+//!
+//! Every renewal of the reservation (about four a second under load, never per id) is written
+//! to the WAL as one 16-byte record of a custom resource manager, after the file and before the
+//! new reservation is published in shared memory. A standby (or a crash recovery, or a backup
+//! being restored) replays it into its own reservation file and generators. So a standby that
+//! is promoted, by an operator or by any HA tool, starts every generator above every id the old
+//! primary issued under a reservation that reached it, whatever its own clock says.
+//!
+//! Why that covers every stored id: an id is issued only once its reservation is published,
+//! which is after its record was inserted into the WAL. A row carrying the id is written to the
+//! WAL later still. A standby that has replayed the row has replayed the reservation first.
+//! The record is also flushed at once, so that ids handed out without being stored (returned
+//! to a client) are covered as soon as the standby receives the WAL.
+//!
+//! The resource manager id is [`RMGR_ID`]. Every server that replays this WAL, standbys and
+//! restored backups included, must have `snowflake_id` in `shared_preload_libraries`; recovery
+//! stops with "resource manager with ID 161 not registered" otherwise (add the library and
+//! start again: nothing is lost). PostgreSQL 14 has no custom resource managers: there, a
+//! promoted standby starts from its own clock and reservation file (see the README).
+
+#[cfg(not(feature = "pg14"))]
+mod imp {
+    use pgrx::pg_sys;
+    use pgrx::prelude::*;
+
+    use crate::core::time;
+
+    /// Custom resource manager ids are 128–255; 128 is for experiments.
+    pub const RMGR_ID: u8 = 161;
+    /// The one record kind: a renewed reservation. The low four bits of `info` are PostgreSQL's.
+    const XLOG_RESERVATION: u8 = 0x10;
+    const RECORD_LEN: usize = 16;
+
+    /// Registers the resource manager. Call from `_PG_init` while `shared_preload_libraries`
+    /// is processed, which PostgreSQL requires.
+    pub fn init() {
+        let rmgr = pg_sys::RmgrData {
+            rm_name: c"snowflake_id".as_ptr(),
+            rm_redo: Some(redo),
+            rm_desc: Some(desc),
+            rm_identify: Some(identify),
+            ..Default::default()
+        };
+        // SAFETY: PostgreSQL copies the struct into its table; the name is a static string.
+        #[allow(clippy::unnecessary_mut_passed)]
+        unsafe {
+            pg_sys::RegisterCustomRmgr(RMGR_ID, (&raw const rmgr).cast_mut());
+        }
+    }
+
+    fn encode(until_unix_ms: i64, written_at_unix_ms: i64) -> [u8; RECORD_LEN] {
+        let mut b = [0u8; RECORD_LEN];
+        b[..8].copy_from_slice(&until_unix_ms.to_le_bytes());
+        b[8..].copy_from_slice(&written_at_unix_ms.to_le_bytes());
+        b
+    }
+
+    /// The record's (reserved until, written at), or `None` when it is not one of ours.
+    ///
+    /// # Safety
+    /// `record` is the reader state PostgreSQL passes to a resource manager's callbacks.
+    unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Option<(i64, i64)> {
+        // SAFETY: the decoded record and its main data live as long as the callback.
+        unsafe {
+            let r = (*record).record;
+            if r.is_null() || (*r).main_data_len as usize != RECORD_LEN || (*r).main_data.is_null() {
+                return None;
+            }
+            let data = std::slice::from_raw_parts((*r).main_data.cast::<u8>(), RECORD_LEN);
+            let until = i64::from_le_bytes(data[..8].try_into().ok()?);
+            let at = i64::from_le_bytes(data[8..].try_into().ok()?);
+            Some((until, at))
+        }
+    }
+
+    /// Writes a renewed reservation to the WAL and flushes it. The caller holds the reservation
+    /// lock and has put the reservation on disk; it publishes it afterwards.
+    pub fn log_reservation(until_unix_ms: i64, written_at_unix_ms: i64) {
+        let data = encode(until_unix_ms, written_at_unix_ms);
+        // SAFETY: the standard insertion sequence; the data outlives XLogInsert, which copies it.
+        unsafe {
+            pg_sys::XLogBeginInsert();
+            #[cfg(feature = "pg18")]
+            pg_sys::XLogRegisterData(data.as_ptr().cast(), RECORD_LEN as u32);
+            #[cfg(not(feature = "pg18"))]
+            pg_sys::XLogRegisterData(data.as_ptr().cast_mut().cast(), RECORD_LEN as _);
+            let lsn = pg_sys::XLogInsert(RMGR_ID, XLOG_RESERVATION);
+            pg_sys::XLogFlush(lsn);
+        }
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+        // SAFETY: called by the startup process with a decoded record of this manager.
+        if let Some((until, at)) = unsafe { decode(record) } {
+            crate::reservation::replay(until, at);
+        }
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+        // SAFETY: as in `redo`; the text is copied into `buf`.
+        if let Some((until, at)) = unsafe { decode(record) } {
+            let text = format!(
+                "reserved until {} (written at {})",
+                time::format_unix_ms(until),
+                time::format_unix_ms(at)
+            );
+            if let Ok(c) = std::ffi::CString::new(text) {
+                unsafe { pg_sys::appendStringInfoString(buf, c.as_ptr()) };
+            }
+        }
+    }
+
+    #[pg_guard]
+    unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+        if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_RESERVATION {
+            c"RESERVATION".as_ptr()
+        } else {
+            std::ptr::null()
+        }
+    }
+}
+
+#[cfg(feature = "pg14")]
+mod imp {
+    pub fn init() {}
+    pub fn log_reservation(_until_unix_ms: i64, _written_at_unix_ms: i64) {}
+}
+
+pub use imp::{init, log_reservation};
