@@ -1,0 +1,60 @@
+-- The database's record of its id space (snowflake_id_space), checked before the first id of
+-- each session. Every value printed here is independent of the clock.
+CREATE EXTENSION snowflake_id;
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+\set VERBOSITY default
+
+-- CREATE EXTENSION recorded the server's layout and epoch; pg_dump dumps the table's rows.
+SELECT layout, epoch FROM snowflake_id_space;
+SELECT extconfig::regclass[] AS config_tables, extcondition FROM pg_extension WHERE extname = 'snowflake_id';
+SELECT has_table_privilege('public', 'snowflake_id_space', 'SELECT') AS public_reads,
+       has_table_privilege('public', 'snowflake_id_space', 'INSERT') AS public_writes;
+
+-- A row from another id space, as a restore of a database minted elsewhere adds it: a new
+-- session refuses snowflake ids with 55000 and a hint naming both settings; UUIDv7 still mints.
+INSERT INTO snowflake_id_space (layout, epoch, recorded_at)
+VALUES ('twitter', '2020-01-01 00:00+00', '2024-01-01 00:00+00');
+\c
+SELECT snowflake_next(1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT uuid_extract_version(uuidv7_next()) AS v;
+-- Still refused on the next call, by the same session.
+SELECT snowflake_next(1);
+-- The same spelled differently is the same space: only the widths, tick and epoch count.
+DELETE FROM snowflake_id_space WHERE layout = 'twitter';
+INSERT INTO snowflake_id_space (layout, epoch) VALUES ('41/13/9@1ms', '2025-01-01 00:00+00');
+-- The refusing session sees the fix at its next call.
+SELECT snowflake_next(1) > 0 AS mints;
+\c
+SELECT snowflake_next(1) > 0 AS mints;
+
+-- The first id of a session run by a parallel worker checks too (read-only catalog queries,
+-- settings changed only at a saved nesting level).
+INSERT INTO snowflake_id_space (layout, epoch) VALUES ('41/13/9', '2021-01-01 00:00+00');
+\c
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false) IS NOT NULL AS forced;
+SELECT snowflake_next(1);
+RESET ALL;
+DELETE FROM snowflake_id_space WHERE epoch = '2021-01-01 00:00+00';
+\c
+SET max_parallel_workers_per_gather = 2;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false) IS NOT NULL AS forced;
+SELECT snowflake_next(1) > 0 AS mints_in_a_worker;
+RESET ALL;
+
+-- The first mint after a restore raises the generators above the ids a table already holds,
+-- through its index: a row from the future (as a restore from a server whose clock ran ahead
+-- leaves it) puts new ids above it. A restore adds the dumped record's rows, which is what
+-- makes a database already checked since the start be scanned again; this one adds its own.
+CREATE TABLE restored (id bigint PRIMARY KEY DEFAULT snowflake_next(3), note text);
+INSERT INTO restored VALUES (snowflake_min_id(clock_timestamp() + interval '300 ms'), 'restored');
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+\c
+INSERT INTO restored (note) VALUES ('new');
+SELECT (SELECT id FROM restored WHERE note = 'new') > (SELECT id FROM restored WHERE note = 'restored') AS above_restored;
