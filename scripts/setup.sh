@@ -10,7 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PG_VERSIONS="${PG_VERSIONS:-15}"
 
 setup_apt() {
-  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make faketime) missing=()
+  # libipc-run-perl: PostgreSQL's TAP framework (the multi-node tests); perl ships prove.
+  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done

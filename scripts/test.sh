@@ -3,12 +3,20 @@
 # version in PG_VERSIONS (default "15 18"):
 #   1. static checks: rustfmt, clippy, and that the pure core never imports pgrx;
 #   2. cargo pgrx test: the core's #[test]s (fake clock) and the #[pg_test]s (SQL surface);
-#   3. pg_test/run.sh: pg_regress files and cluster tests (concurrency, order, layouts, preload).
+#   3. pg_test/run.sh: pg_regress files and cluster tests (concurrency, order, layouts, preload);
+#   4. pg_test/tap.sh, when PG_VERSIONS has 15 and 18: multi-node tests with PostgreSQL's TAP
+#      framework (pg_upgrade and dump/restore 15 -> 18 and 17 -> 18, the recorded id space,
+#      failover on 15 and 18). It also builds the extension for 17.
 # Ends with "snowflake_id: N passed, N failed" and a non-zero exit on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 export PG_VERSIONS="${PG_VERSIONS:-15 18}"
-bash "$REPO_ROOT/scripts/setup.sh"
+tap=no
+if [[ " $PG_VERSIONS " == *" 15 "* && " $PG_VERSIONS " == *" 18 "* ]]; then tap=yes; fi
+# The multi-node tests move data from 17 to 18 as well: set up every major they touch.
+setup_versions="$PG_VERSIONS"
+if [ "$tap" = yes ] && [[ " $PG_VERSIONS " != *" 17 "* ]]; then setup_versions="$PG_VERSIONS 17"; fi
+PG_VERSIONS="$setup_versions" bash "$REPO_ROOT/scripts/setup.sh"
 cd "$REPO_ROOT"
 export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND=1
 
@@ -51,6 +59,20 @@ for v in $PG_VERSIONS; do
   tally "pg_test PostgreSQL $v" "$p" "$f"
   rm -f "$out"
 done
+
+if [ "$tap" = yes ]; then
+  log "multi-node tests (PostgreSQL's TAP framework)"
+  if [[ " $PG_VERSIONS " != *" 17 "* ]]; then install_extension 17; fi
+  out="$(mktemp)"
+  rc=0
+  bash pg_test/tap.sh 2>&1 | tee "$out" || rc=$?
+  line="$(grep -aE '^TAP: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1 || true)"
+  p="$(sed -nE 's/.*: ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  if [ -z "$p" ]; then p=0 f=1; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  tally "TAP multi-node tests" "$p" "$f"
+  rm -f "$out"
+fi
 
 echo
 for s in "${SUITES_FAILED[@]}"; do echo "FAILED: $s"; done
