@@ -139,6 +139,7 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 /// startup process would stop the server): a write failure is a WARNING, and the generators are
 /// raised anyway, the reservation in shared memory left as it was so that the first renewal
 /// after promotion writes the file. A file the generators refused is never overwritten.
+#[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
 pub fn replay(until: i64, written_at: i64) {
     let Some(lock) = ReservationLock::acquire(true) else { return };
     if shmem::refusal().is_some() || until <= shmem::reserved_until() {

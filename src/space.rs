@@ -229,7 +229,10 @@ fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
             if c.snowflake {
                 let max = client
                     .select(
-                        &format!("SELECT {0} FROM {1} WHERE {0} IS NOT NULL ORDER BY {0} DESC LIMIT 1", c.column, c.table),
+                        &format!(
+                            "SELECT {0} FROM {1} WHERE {0} IS NOT NULL ORDER BY {0} DESC LIMIT 1",
+                            c.column, c.table
+                        ),
                         None,
                         &[],
                     )
@@ -242,7 +245,10 @@ fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
             } else {
                 let max = client
                     .select(
-                        &format!("SELECT {0} FROM {1} WHERE {0} < '{bound}'::uuid ORDER BY {0} DESC LIMIT 1", c.column, c.table),
+                        &format!(
+                            "SELECT {0} FROM {1} WHERE {0} < '{bound}'::uuid ORDER BY {0} DESC LIMIT 1",
+                            c.column, c.table
+                        ),
                         None,
                         &[],
                     )

@@ -102,11 +102,8 @@ mod imp {
     unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
         // SAFETY: as in `redo`; the text is copied into `buf`.
         if let Some((until, at)) = unsafe { decode(record) } {
-            let text = format!(
-                "reserved until {} (written at {})",
-                time::format_unix_ms(until),
-                time::format_unix_ms(at)
-            );
+            let text =
+                format!("reserved until {} (written at {})", time::format_unix_ms(until), time::format_unix_ms(at));
             if let Ok(c) = std::ffi::CString::new(text) {
                 unsafe { pg_sys::appendStringInfoString(buf, c.as_ptr()) };
             }
