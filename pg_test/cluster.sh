@@ -138,6 +138,11 @@ done
 # --- Layouts are chosen at server start, and bad ones are refused ----------------------------------
 log "layouts at server start"
 conf="$SNOWFLAKE_RUN_DIR/$NAME/data/postgresql.conf"
+# record_space: the database records the server's current layout and epoch (the README's way
+# to start a new id space on purpose in a database that holds no id of the old one).
+record_space() {
+  q -c "DELETE FROM snowflake_id_space" -c "INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout()" >/dev/null
+}
 set_conf() { as_postgres sed -i '/^snowflake_id\./d' "$conf"; [ $# -eq 0 ] || printf '%s\n' "$@" | as_postgres tee -a "$conf" >/dev/null; }
 check "ALTER SYSTEM refuses an overwide layout at once" "22023" \
   "$(q -c "\\set ON_ERROR_STOP 0" -c "ALTER SYSTEM SET snowflake_id.layout = '41/13/10'" -c "\\echo :LAST_ERROR_SQLSTATE" 2>/dev/null | tail -n 1)"
@@ -156,9 +161,13 @@ check "a new layout over an existing id space: the server starts, every generato
   "$(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
 check "a new layout over an existing id space: the start logs a WARNING naming both layouts" "t" \
   "$(grep -q "WARNING:.*reservation file .* belongs to another layout" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" && grep -q "were issued with layout 41/13/9" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" && echo t || echo f)"
-# Starting a new id space on purpose: remove the reservation.
+# Starting a new id space on purpose: remove the reservation. The database still records the
+# default layout, so its snowflake ids refuse (55000) until the record is replaced as well.
 as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
 cluster_restart "$V" "$NAME"
+check "a new layout in a database recorded under the old one: snowflake_next refuses (55000), uuidv7 mints" "55000 ok" \
+  "$(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
+record_space
 check "sonyflake preset at start: the layout reports it" "39/16/8@10ms|2020-01-01 00:00:00+00|65535|25.6" \
   "$(q -c "SELECT layout, epoch, max_shard, ids_per_ms FROM snowflake_layout()")"
 check "sonyflake preset: the largest shard mints and decodes" "65535|t" \
@@ -187,12 +196,14 @@ set_conf "snowflake_id.epoch = '2999-01-01'"
 as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
 : | as_postgres tee "$SNOWFLAKE_RUN_DIR/$NAME/server.log" >/dev/null
 cluster_restart "$V" "$NAME"
+record_space
 check "an epoch after the clock: the server starts with a WARNING, snowflake_next refuses (22008), uuidv7 mints" "t 22008 ok" \
   "$(grep -q "WARNING:.*the clock reads before snowflake_id.epoch" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" && echo t || echo f) $(sqlstate "SELECT snowflake_next(1)") $(sqlstate "SELECT uuidv7_next()")"
 set_conf
 as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
 cluster_restart "$V" "$NAME"
 check "back on the default layout" "41/13/9" "$(q -c "SELECT layout FROM snowflake_layout()")"
+record_space
 
 # --- UUIDv7 -----------------------------------------------------------------------------------
 UUID_ROWS="${UUID_ROWS:-1000000}"

@@ -255,8 +255,8 @@ SB="$SNOWFLAKE_RUN_DIR/$NAME-standby" SB_PORT=$((PORT + 100))
 $SUDO rm -rf "$SB" && $SUDO install -d -o postgres -g postgres -m 0700 "$SB"
 as_postgres "$(pg_bin "$V")/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres -D "$SB/data" -R -X stream -c fast
 # The standby's clock runs 2 s behind the primary's (the debug offset), and it may wait 5 s for
-# a clock behind its ids: without snowflake_id_advance, the promoted server would mint below
-# ids the old primary issued after the base backup.
+# a clock behind its ids: with nothing but its own clock and the reservation file of the base
+# backup, the promoted server would mint below ids the old primary issued after the backup.
 printf "port = %s\nunix_socket_directories = '%s'\nsnowflake_id.debug_clock_offset = -2000\nsnowflake_id.max_rewind_wait = '5s'\n" \
   "$SB_PORT" "$SB" | as_postgres tee -a "$SB/data/postgresql.conf" >/dev/null
 as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w -t 60 start >/dev/null
@@ -269,8 +269,16 @@ check "standby: snowflake_id_advance refuses with 25006" "25006" \
   "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_id_advance(now())")"
 check "standby: the readers work" "1" "$(sbq -c "SELECT snowflake_shard($primary_max)")"
 as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SB/data" -w -t 60 promote >/dev/null
-check "promoted, clock 2 s behind: without an advance, shard 2's next id lies below the old primary's ids" "t" \
-  "$(sbq -c "SELECT snowflake_next(2) < $primary_max")"
+# Those ids were handed out by a SELECT and stored nowhere, so the first-mint scan cannot see
+# them: only the reservation the standby replayed from the WAL (15+) puts new ids above them.
+# PostgreSQL 14 has no custom WAL resource managers, and the README's manual step is needed.
+if [ "$V" -ge 15 ]; then
+  check "promoted, clock 2 s behind, no manual step: shard 2's next id is above ids the old primary handed out unstored" "t" \
+    "$(sbq -c "SELECT snowflake_next(2) > $primary_max")"
+else
+  check "promoted on 14, clock 2 s behind: without an advance, shard 2's next id lies below the old primary's ids" "t" \
+    "$(sbq -c "SELECT snowflake_next(2) < $primary_max")"
+fi
 check "promoted: after snowflake_id_advance, new ids are above the old primary's" "t" \
   "$(sbq -c "SELECT snowflake_id_advance(now() + interval '1 s') IS NOT NULL" -c "SELECT snowflake_next(1) > $primary_max" | tail -n 1)"
 as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SB/data" -w -t 60 -m fast stop >/dev/null
