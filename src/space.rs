@@ -188,22 +188,38 @@ fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
     Spi::connect(|client| {
         let columns = client
             .select(
-                "SELECT DISTINCT c.oid::regclass::text, quote_ident(a.attname), p.proname = 'snowflake_next',
+                // Columns whose default calls a generator of this extension; a partitioned table
+                // stands for its leaf partitions (which inserts through it fill with its default).
+                // Only plain, permanent tables are read, each alone (ONLY): never a foreign table
+                // (that would run its wrapper as superuser), never another session's temporary
+                // table (which cannot be read), never a view.
+                "WITH gen AS (
+                   SELECT DISTINCT ad.adrelid AS relid, a.attname, p.proname = 'snowflake_next' AS snowflake
+                   FROM pg_extension e
+                   JOIN pg_depend x ON x.refclassid = 'pg_extension'::regclass AND x.refobjid = e.oid
+                                   AND x.deptype = 'e' AND x.classid = 'pg_proc'::regclass
+                   JOIN pg_proc p ON p.oid = x.objid AND p.proname IN ('snowflake_next', 'uuidv7_next', 'uuidv7')
+                   JOIN pg_depend d ON d.refclassid = 'pg_proc'::regclass AND d.refobjid = p.oid
+                                   AND d.classid = 'pg_attrdef'::regclass
+                   JOIN pg_attrdef ad ON ad.oid = d.objid
+                   JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
+                   WHERE e.extname = 'snowflake_id'
+                 ), leaves AS (
+                   SELECT DISTINCT t.relid, g.attname, g.snowflake
+                   FROM gen g JOIN pg_class c ON c.oid = g.relid
+                   CROSS JOIN LATERAL (SELECT pt.relid FROM pg_partition_tree(c.oid) pt
+                                       WHERE c.relkind = 'p' AND pt.isleaf
+                                       UNION ALL SELECT c.oid WHERE c.relkind = 'r') t
+                 )
+                 SELECT c.oid::regclass::text, quote_ident(a.attname), l.snowflake,
                         EXISTS (SELECT 1 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
                                 JOIN pg_am am ON am.oid = ic.relam
                                 WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND am.amname = 'btree'
                                   AND i.indpred IS NULL AND i.indisvalid)
-                 FROM pg_extension e
-                 JOIN pg_depend x ON x.refclassid = 'pg_extension'::regclass AND x.refobjid = e.oid
-                                 AND x.deptype = 'e' AND x.classid = 'pg_proc'::regclass
-                 JOIN pg_proc p ON p.oid = x.objid AND p.proname IN ('snowflake_next', 'uuidv7_next', 'uuidv7')
-                 JOIN pg_depend d ON d.refclassid = 'pg_proc'::regclass AND d.refobjid = p.oid
-                                 AND d.classid = 'pg_attrdef'::regclass
-                 JOIN pg_attrdef ad ON ad.oid = d.objid
-                 JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
-                 JOIN pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-                 WHERE e.extname = 'snowflake_id'
-                   AND a.atttypid = CASE WHEN p.proname = 'snowflake_next' THEN 'int8' ELSE 'uuid' END::regtype
+                 FROM leaves l
+                 JOIN pg_class c ON c.oid = l.relid AND c.relkind = 'r' AND c.relpersistence <> 't'
+                 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = l.attname AND NOT a.attisdropped
+                 WHERE a.atttypid = CASE WHEN l.snowflake THEN 'int8' ELSE 'uuid' END::regtype
                  ORDER BY 1, 2",
                 None,
                 &[],
@@ -230,7 +246,7 @@ fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
                 let max = client
                     .select(
                         &format!(
-                            "SELECT {0} FROM {1} WHERE {0} IS NOT NULL ORDER BY {0} DESC LIMIT 1",
+                            "SELECT {0} FROM ONLY {1} WHERE {0} IS NOT NULL ORDER BY {0} DESC LIMIT 1",
                             c.column, c.table
                         ),
                         None,
@@ -246,7 +262,7 @@ fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
                 let max = client
                     .select(
                         &format!(
-                            "SELECT {0} FROM {1} WHERE {0} < '{bound}'::uuid ORDER BY {0} DESC LIMIT 1",
+                            "SELECT {0} FROM ONLY {1} WHERE {0} < '{bound}'::uuid ORDER BY {0} DESC LIMIT 1",
                             c.column, c.table
                         ),
                         None,

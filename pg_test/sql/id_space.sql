@@ -58,3 +58,12 @@ INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowfla
 \c
 INSERT INTO restored (note) VALUES ('new');
 SELECT (SELECT id FROM restored WHERE note = 'new') > (SELECT id FROM restored WHERE note = 'restored') AS above_restored;
+-- A partitioned table is read through its leaf partitions, each alone through its own index.
+CREATE TABLE parted (id bigint PRIMARY KEY DEFAULT snowflake_next(4), note text) PARTITION BY RANGE (id);
+CREATE TABLE parted_lo PARTITION OF parted FOR VALUES FROM (MINVALUE) TO (1000);
+CREATE TABLE parted_hi PARTITION OF parted FOR VALUES FROM (1000) TO (MAXVALUE);
+INSERT INTO parted VALUES (snowflake_min_id(clock_timestamp() + interval '300 ms'), 'restored');
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+\c
+INSERT INTO parted (note) VALUES ('new');
+SELECT (SELECT id FROM parted WHERE note = 'new') > (SELECT id FROM parted WHERE note = 'restored') AS above_restored;
