@@ -40,4 +40,10 @@ CREATE TABLE snowflake_id_space (
 COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
 GRANT SELECT ON snowflake_id_space TO PUBLIC;
+ALTER TABLE snowflake_id_space REPLICA IDENTITY FULL;
+-- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.
+CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
+LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
+CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();

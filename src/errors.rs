@@ -364,25 +364,57 @@ pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
 /// Columns a generator fills that have no B-tree index leading with them (a LOG line): their
 /// stored ids were not read before the first new id.
 pub fn stored_ids_unchecked(columns: &[String]) -> ErrorReport {
-    let shown = columns.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
-    let more = if columns.len() > 10 { format!(" and {} more", columns.len() - 10) } else { String::new() };
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         "snowflake_id: the stored ids of columns without an index were not checked",
         FUNC,
     )
-    .set_detail(format!("No B-tree index starts with {shown}{more}, so their largest id was not read; new ids rely on the clock and the reservation file alone there."))
+    .set_detail(format!("No B-tree index starts with {}, so their largest id was not read; new ids rely on the clock and the reservation file alone there.", shown(columns)))
     .set_hint("Index the column (a primary key does it), then the first id minted after a restore, an upgrade or a restart is placed above every stored one.")
 }
 
-/// The largest stored id of a column lies far ahead of the clock (a WARNING): the generators
-/// were raised above it and wait for the clock, or refuse, until it catches up.
-pub fn stored_ids_ahead(column: &str, ahead_ms: i64) -> ErrorReport {
+/// Columns holding ids further ahead of the clock than the generators may wait for (a LOG
+/// line): the generators were not raised to them.
+pub fn stored_ids_beyond_horizon(columns: &[String], horizon_ms: i64) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_id: {column} holds ids {} s ahead of this server's clock", ahead_ms / 1000),
+        format!("snowflake_id: {} hold ids more than {horizon_ms} ms ahead of this server's clock", shown(columns)),
         FUNC,
     )
-    .set_detail("New ids are placed above every stored one, so the generators run that far ahead of the clock: calls wait up to snowflake_id.max_rewind_wait and then refuse with SQLSTATE 58000, never repeating an id.")
-    .set_hint("Check this server's clock against the one that minted the stored ids; a stored id with a time in the future is also worth a look.")
+    .set_detail("The generators were raised only as far as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second): following such ids would make every call refuse until the clock got there. New ids may sort below them meanwhile.")
+    .set_hint("Check this server's clock against the one that minted them, and the rows themselves; snowflake_id_advance() moves the generators past them on purpose.")
+}
+
+/// Tables another session held locked when the stored ids were read (a LOG line): they are
+/// read again by the next session's first id.
+pub fn stored_ids_locked(columns: &[String]) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("snowflake_id: the stored ids of {} were not read: another session holds a lock on the table", shown(columns)),
+        FUNC,
+    )
+    .set_detail("The first id never waits for a lock; the next session's first id reads them again.")
+}
+
+/// At most ten names, then how many more.
+fn shown(columns: &[String]) -> String {
+    let mut text = columns.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    if columns.len() > 10 {
+        text.push_str(&format!(" and {} more", columns.len() - 10));
+    }
+    text
+}
+
+/// Replay replaced a damaged or unreadable reservation file (a LOG line).
+pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: the unusable reservation file \"{}\" was replaced with a reservation replayed from the WAL (until {})",
+            crate::core::reservation::FILE_NAME,
+            time::format_unix_ms(until_unix_ms)
+        ),
+        FUNC,
+    )
+    .set_detail("The replayed reservation covers every id in the data replayed with it; the generators may mint again.")
 }

@@ -135,20 +135,34 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 /// A reservation replayed from the WAL (`crate::wal`): on a standby, in a crash recovery, or
 /// while a backup is restored. Raises the generators to it, and when it is newer than the
 /// file's, writes the file, so that a promoted standby, or one restarted after its WAL was
-/// recycled, continues above every id the primary issued under it. Never raises an error (the
-/// startup process would stop the server): a write failure is a WARNING, and the generators are
-/// raised anyway, the reservation in shared memory left as it was so that the first renewal
-/// after promotion writes the file. A file the generators refused is never overwritten.
+/// recycled, continues above every id the primary issued under it.
+///
+/// A damaged or unreadable file is replaced, and the generators may mint again: the replayed
+/// reservation covers every id in the data replayed with it, which is what the file was for
+/// (and on a primary's crash recovery, the last one logged covers every id issued, since an id is
+/// issued only after its reservation is logged). A file from another layout is never replaced.
+///
+/// Never raises an error (the startup process would stop the server): a write failure is a
+/// WARNING, and the generators are raised anyway, the reservation in shared memory left as it was
+/// so that the first renewal after promotion writes the file.
 #[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
 pub fn replay(until: i64, written_at: i64) {
     let Some(lock) = ReservationLock::acquire(true) else { return };
-    if shmem::refusal().is_some() || until <= shmem::reserved_until() {
+    let refused = shmem::refusal();
+    if refused == Some(Refusal::OtherLayout) || (refused.is_none() && until <= shmem::reserved_until()) {
         return;
     }
     let layout = guc::layout();
     shmem::raise_generators(layout, until, written_at);
     match write_durably(&Reservation::new(layout, until, written_at)) {
-        Ok(()) => lock.publish(until, written_at),
+        Ok(()) => {
+            lock.publish(until, written_at);
+            if refused.is_some() {
+                lock.clear_refusal();
+                drop(lock);
+                errors::reservation_replaced_from_wal(until).report(PgLogLevel::LOG);
+            }
+        }
         Err(e) => {
             drop(lock);
             errors::reservation_io("write", &e).report(PgLogLevel::WARNING);

@@ -11,6 +11,7 @@
 //!   reservation_written_at    AtomicI64
 //!   refusal                   AtomicU32     why every generator refuses (a reservation file it
 //!                                           cannot continue from), 0 when they may mint
+//!   space_generation          AtomicU64     bumped when any database's record of its id space changes
 //!   checked_databases         [AtomicU64; 64]  databases whose stored ids were scanned since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //! uuidv7: Slot                              128 bytes
@@ -66,6 +67,10 @@
 //!   backend that finds the file usable again (`crate::reservation::recover`). The server and
 //!   every reader keep working meanwhile.
 //!
+//! - **`space_generation`** only grows, by `fetch_add` from the `snowflake_id_space` trigger (at
+//!   the statement and again at commit). A backend remembers the value it last checked its
+//!   database's record at (`crate::space`) and checks again, through SPI, when it differs; the
+//!   fast path reads it with one relaxed load.
 //! - **`checked_databases`** is a cache, not a guard: an entry says that some backend raised
 //!   the generators above the ids stored in that database (with that record of its id space)
 //!   since the start (`crate::space`). Entries are claimed and replaced with one CAS each and
@@ -101,6 +106,7 @@ struct Header {
     reservation_writes: AtomicU64,
     reservation_written_at: AtomicI64,
     refusal: AtomicU32,
+    space_generation: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
 }
 
@@ -363,6 +369,19 @@ pub fn raise_to_words(
         for s in 0..seg.header().shard_count as usize {
             seg.slot(1 + s).raise_to(word, tl.tick_of_unix_ms(now_unix_ms), &tl);
         }
+    }
+}
+
+/// The counter of changes to any database's record of its id space (0 without the preload).
+#[inline]
+pub fn space_generation() -> u64 {
+    segment().map_or(0, |s| s.header().space_generation.load(Ordering::Acquire))
+}
+
+/// Tells every backend to read its database's record again.
+pub fn bump_space_generation() {
+    if let Ok(s) = segment() {
+        s.header().space_generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 

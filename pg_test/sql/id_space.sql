@@ -28,6 +28,12 @@ INSERT INTO snowflake_id_space (layout, epoch) VALUES ('41/13/9@1ms', '2025-01-0
 SELECT snowflake_next(1) > 0 AS mints;
 \c
 SELECT snowflake_next(1) > 0 AS mints;
+-- A session that already minted sees a record changed afterwards: the table's trigger tells
+-- every backend to read it again.
+INSERT INTO snowflake_id_space (layout, epoch) VALUES ('twitter', '2020-01-01 00:00+00');
+SELECT snowflake_next(1);
+DELETE FROM snowflake_id_space WHERE layout = 'twitter';
+SELECT snowflake_next(1) > 0 AS mints_again;
 
 -- The first id of a session run by a parallel worker checks too (read-only catalog queries,
 -- settings changed only at a saved nesting level).
@@ -67,3 +73,23 @@ INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowfla
 \c
 INSERT INTO parted (note) VALUES ('new');
 SELECT (SELECT id FROM parted WHERE note = 'new') > (SELECT id FROM parted WHERE note = 'restored') AS above_restored;
+
+-- No code of any role runs in the first mint's scan. A role that may create tables puts a
+-- function into an index expression and into extended statistics; planning a query on the
+-- table would run it (as whoever plans). The scan reads the index pages instead.
+CREATE ROLE sf_mallory;
+GRANT CREATE ON SCHEMA public TO sf_mallory;
+SET ROLE sf_mallory;
+CREATE FUNCTION public.sf_evil(int) RETURNS int IMMUTABLE LANGUAGE plpgsql
+AS $$BEGIN IF current_user <> 'sf_mallory' THEN RAISE EXCEPTION 'user code ran as %', current_user; END IF; RETURN $1; END$$;
+CREATE TABLE mallory_ids (id bigint PRIMARY KEY DEFAULT snowflake_next(5), x bigint);
+CREATE INDEX mallory_evil ON mallory_ids ((x + public.sf_evil(1)));
+CREATE STATISTICS mallory_stats ON (x + public.sf_evil(2)), id FROM mallory_ids;
+RESET ROLE;
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+\c
+SELECT snowflake_next(1) > 0 AS mints_without_running_user_code;
+DROP TABLE mallory_ids;
+DROP FUNCTION public.sf_evil(int);
+REVOKE CREATE ON SCHEMA public FROM sf_mallory;
+DROP ROLE sf_mallory;

@@ -93,10 +93,35 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
     name = "snowflake_layout"
 );
 
+/// The trigger on `snowflake_id_space`: tells every backend to read its database's record again,
+/// now and once more when the transaction commits (what backends read before the commit is the
+/// old record). A statement trigger, AFTER, so its result is ignored.
+///
+/// # Safety
+/// Called by PostgreSQL's trigger manager.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn snowflake_id_space_changed(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    crate::shmem::bump_space_generation();
+    pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, crate::shmem::bump_space_generation);
+    pg_sys::Datum::from(0)
+}
+
+/// `PG_FUNCTION_INFO_V1(snowflake_id_space_changed)`.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_snowflake_id_space_changed() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
 // The database's record of its id space (crate::space): the layout and epoch its snowflake ids
 // are made under, written when the extension is created and dumped with the data. A restore
 // into a database that already has the extension adds the dumped rows to its own: any row that
-// names another space than the server's makes snowflake_next refuse.
+// names another space than the server's makes snowflake_next refuse. The trigger makes backends
+// that already checked read it again; REPLICA IDENTITY FULL lets a publication FOR ALL TABLES
+// replicate its DELETEs.
 extension_sql!(
     r#"
 CREATE TABLE snowflake_id_space (
@@ -107,6 +132,12 @@ CREATE TABLE snowflake_id_space (
 COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
 GRANT SELECT ON snowflake_id_space TO PUBLIC;
+ALTER TABLE snowflake_id_space REPLICA IDENTITY FULL;
+-- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.
+CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
+LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
+CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
 "#,
     name = "snowflake_id_space",

@@ -14,10 +14,23 @@
 use std::fmt;
 
 use super::layout::{Layout, Widths};
-use super::time;
+use super::monotonic::{catch_up_budget_ns, ClockPolicy};
+use super::time::{self, NS_PER_MS};
 
-/// How far ahead of the clock a stored UUIDv7 is still taken as one (see [`uuidv7_search_bound`]).
-pub const UUIDV7_HORIZON_MS: i64 = 60_000;
+/// How far ahead of the clock a stored id may lie and still raise the generators: as far as a
+/// call may wait for the clock to catch up with a generator that runs ahead
+/// ([`catch_up_budget_ns`], 2 s with the default settings). A stored id further ahead (a clock
+/// far ahead where it was minted, a value someone wrote by hand) is not followed: following it
+/// would make every call on the server refuse until the clock got there, and any role that can
+/// create a table could store one.
+pub fn horizon_ms(policy: &ClockPolicy) -> i64 {
+    i64::try_from(catch_up_budget_ns(policy) / NS_PER_MS as u64).unwrap_or(i64::MAX)
+}
+
+/// How many index entries below the bound are looked at for a version 7 UUID, from the largest
+/// down: random (v4) UUIDs in the same column lie below the bound once in about 160, spread over
+/// every time since 1970, so one among the largest entries is rare, and a thousand never are.
+pub const UUIDV7_MAX_STEPS: usize = 1000;
 
 /// One row of the record: a layout's canonical text and its epoch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,11 +103,18 @@ pub fn uuidv7_floor(max: &[u8; 16]) -> Option<u64> {
     Some(word + 1)
 }
 
+/// The snowflake id below which the largest stored id is searched: the first of the tick holding
+/// `horizon_ms` after `now_unix_ms`. `None` when that lies past the layout's last tick (every id
+/// is below it).
+pub fn snowflake_search_bound(layout: &Layout, now_unix_ms: i64, horizon_ms: i64) -> Option<i64> {
+    layout.min_id_at(now_unix_ms.saturating_add(horizon_ms)).ok()
+}
+
 /// The UUID below which the largest stored UUIDv7 is searched: the first of the millisecond
 /// `horizon_ms` after `now_unix_ms`. A column filled by `uuidv7()` may also hold random (v4)
-/// UUIDs, which spread over the whole space; an index cannot tell them apart from v7 ones, but
-/// only about one in 2^32 of them falls below this bound, and one that does lies at most
-/// `horizon_ms` ahead. Later UUIDv7s are not seen: a clock that far behind is one to fix.
+/// UUIDs, which spread over the whole space and which an index cannot tell apart from v7 ones:
+/// the search steps down past them (see [`UUIDV7_MAX_STEPS`]), and [`uuidv7_floor`] takes only
+/// a version 7 one.
 pub fn uuidv7_search_bound(now_unix_ms: i64, horizon_ms: i64) -> [u8; 16] {
     let ms = now_unix_ms.saturating_add(horizon_ms).clamp(0, super::uuidv7::MAX_UNIX_MS as i64) as u64;
     super::uuidv7::encode(ms << super::uuidv7::FRACTION_BITS, 0)
@@ -138,7 +158,6 @@ mod tests {
         let tl = l.timeline();
         for shard in [0, 1, 8191] {
             assert!(l.id_from_word(floor, shard) > id);
-            assert!(l.id_from_word(floor - 1, shard) <= id || shard == 8191 && floor - 1 == 1000 << 9 | 511);
         }
         assert_eq!(tl.word_unix_ms(floor), l.tick_start_unix_ms(1001));
         assert_eq!(snowflake_floor(&l, -1), None);
@@ -157,9 +176,18 @@ mod tests {
     }
 
     #[test]
-    fn the_search_bound_lies_the_horizon_ahead() {
-        let b = uuidv7_search_bound(1_700_000_000_000, UUIDV7_HORIZON_MS);
-        assert_eq!(uuidv7::extract_unix_us(&b), Some((1_700_000_000_000 + UUIDV7_HORIZON_MS) * 1000));
-        assert!(uuidv7::encode((1_700_000_000_000 + UUIDV7_HORIZON_MS as u64 - 1) << 12 | 0xfff, u64::MAX) < b);
+    fn the_search_bounds_lie_the_horizon_ahead() {
+        let h = horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 });
+        assert_eq!(h, 2000, "the default settings wait up to 2 s for a generator ahead");
+        assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 16_000);
+        let now = 1_700_000_000_000;
+        let b = uuidv7_search_bound(now, h);
+        assert_eq!(uuidv7::extract_unix_us(&b), Some((now + h) * 1000));
+        assert!(uuidv7::encode(((now + h) as u64 - 1) << 12 | 0xfff, u64::MAX) < b);
+        let l = Layout::DEFAULT;
+        let sb = snowflake_search_bound(&l, now, h).unwrap();
+        assert_eq!(sb, l.min_id_at(now + h).unwrap());
+        assert!(l.max_id_at(now + h - 1).unwrap() < sb);
+        assert_eq!(snowflake_search_bound(&l, i64::MAX - 10, h), None, "past the layout: no bound");
     }
 }
