@@ -93,3 +93,16 @@ DROP TABLE mallory_ids;
 DROP FUNCTION public.sf_evil(int);
 REVOKE CREATE ON SCHEMA public FROM sf_mallory;
 DROP ROLE sf_mallory;
+
+-- A stored id further ahead of the clock than a call may wait (2 s with the default settings) is
+-- not followed: any role that can create a table could otherwise make every call on the server
+-- refuse until then. A LOG line names the column.
+CREATE TABLE far_ids (id bigint PRIMARY KEY DEFAULT snowflake_next(6));
+INSERT INTO far_ids VALUES (snowflake_max_id(now() + interval '1 day'));
+CREATE TABLE far_uuids (id uuid PRIMARY KEY DEFAULT uuidv7_next());
+INSERT INTO far_uuids VALUES (uuidv7_max_id(now() + interval '1 day'));
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+\c
+SELECT snowflake_next(6) < (SELECT id FROM far_ids) AS snowflake_not_followed,
+       uuidv7_next() < (SELECT id FROM far_uuids) AS uuidv7_not_followed,
+       snowflake_next(1) > 0 AS still_mints;
