@@ -390,7 +390,10 @@ pub fn stored_ids_beyond_horizon(columns: &[String], horizon_ms: i64) -> ErrorRe
 pub fn stored_ids_locked(columns: &[String]) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_id: the stored ids of {} were not read: another session holds a lock on the table", shown(columns)),
+        format!(
+            "snowflake_id: the stored ids of {} were not read: another session holds a lock on the table",
+            shown(columns)
+        ),
         FUNC,
     )
     .set_detail("The first id never waits for a lock; the next session's first id reads them again.")

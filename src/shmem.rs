@@ -12,7 +12,8 @@
 //!   refusal                   AtomicU32     why every generator refuses (a reservation file it
 //!                                           cannot continue from), 0 when they may mint
 //!   space_generation          AtomicU64     bumped when any database's record of its id space changes
-//!   checked_databases         [AtomicU64; 64]  databases whose stored ids were scanned since the
+//!   checked_next              AtomicU64     the next registry entry to replace when all are taken
+//!   checked_databases         [AtomicU64; 256] databases whose stored ids were scanned since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
@@ -23,7 +24,7 @@
 //!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
-//! The header is 640 bytes (five cache-line pairs). With the default layout that is 8192 + 1
+//! The header is 2,176 bytes (17 cache-line pairs). With the default layout that is 8192 + 1
 //! slots, about 1 MiB.
 //!
 //! # Protocol
@@ -75,8 +76,9 @@
 //!   the generators above the ids stored in that database (with that record of its id space)
 //!   since the start (`crate::space`). Entries are claimed and replaced with one CAS each and
 //!   never cleared before a restart; a backend that finds no entry scans, and two backends of
-//!   the same database may both scan, which only raises the generators twice. When all 64 are
-//!   taken, databases beyond them are scanned by every new backend instead.
+//!   the same database may both scan, which only raises the generators twice. When all 256 are
+//!   taken, a new entry replaces one in turn (`checked_next`), so a server with more databases
+//!   than that scans some of them again, never all of them on every connection.
 //!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
@@ -107,11 +109,13 @@ struct Header {
     reservation_written_at: AtomicI64,
     refusal: AtomicU32,
     space_generation: AtomicU64,
+    checked_next: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
 }
 
 /// How many databases the registry of scanned ones remembers.
-const CHECKED_DATABASES: usize = 64;
+const CHECKED_DATABASES: usize = 256;
+const _: () = assert!(size_of::<Header>() == 2176, "the layout in the module comment");
 
 /// One generator's state word and statistics.
 #[repr(C, align(128))]
@@ -393,7 +397,7 @@ pub fn database_checked(database: u32, fingerprint: u32) -> bool {
 }
 
 /// Remembers that the stored ids of `database` were scanned, replacing its entry for an older
-/// fingerprint, else taking a free one. Does nothing when every entry holds another database.
+/// fingerprint, else taking a free one, else replacing the entries in turn.
 pub fn mark_database_checked(database: u32, fingerprint: u32) {
     let Ok(seg) = segment() else { return };
     let key = u64::from(database) << 32 | u64::from(fingerprint);
@@ -404,7 +408,10 @@ pub fn mark_database_checked(database: u32, fingerprint: u32) {
             matches(seen) && e.compare_exchange(seen, key, Ordering::AcqRel, Ordering::Acquire).is_ok()
         })
     };
-    let _ = claim(&|seen| seen >> 32 == u64::from(database) && seen != 0) || claim(&|seen| seen == 0);
+    if !(claim(&|seen| seen >> 32 == u64::from(database) && seen != 0) || claim(&|seen| seen == 0)) {
+        let i = seg.header().checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
+        entries[i].store(key, Ordering::Release);
+    }
 }
 
 /// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.

@@ -261,7 +261,7 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
             continue;
         };
         if c.snowflake {
-            let below = snowflake_bound.map(|b| pg_sys::Datum::from(b));
+            let below = snowflake_bound.map(pg_sys::Datum::from);
             match last_key(c.table, index, below.map(|b| (b, pg_sys::F_INT8LT)), |_| true, 1) {
                 Read::Locked => skipped.push(c.name),
                 Read::Found(key) => {
@@ -374,7 +374,8 @@ fn last_key(
             unlock();
             return Read::Empty;
         }
-        let is_btree = (*(*irel).rd_rel).relkind as u8 == pg_sys::RELKIND_INDEX && (*(*irel).rd_rel).relam == pg_sys::BTREE_AM_OID;
+        let is_btree =
+            (*(*irel).rd_rel).relkind as u8 == pg_sys::RELKIND_INDEX && (*(*irel).rd_rel).relam == pg_sys::BTREE_AM_OID;
         let mut found = Read::Empty;
         if is_btree {
             let mut keys: [pg_sys::ScanKeyData; 2] = [Default::default(), Default::default()];
@@ -441,7 +442,8 @@ unsafe fn first_key(itup: pg_sys::IndexTuple) -> pg_sys::Datum {
     unsafe {
         let header = std::mem::size_of::<pg_sys::IndexTupleData>();
         let has_nulls = u32::from((*itup).t_info) & pg_sys::INDEX_NULL_MASK != 0;
-        let offset = if has_nulls { align(header + (pg_sys::INDEX_MAX_KEYS as usize).div_ceil(8)) } else { align(header) };
+        let offset =
+            if has_nulls { align(header + (pg_sys::INDEX_MAX_KEYS as usize).div_ceil(8)) } else { align(header) };
         let data = itup.cast::<u8>().add(offset);
         // int8 is passed by value on every 64-bit build; uuid by reference.
         pg_sys::Datum::from(data)

@@ -180,7 +180,7 @@ mod tests {
         let h = horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 });
         assert_eq!(h, 2000, "the default settings wait up to 2 s for a generator ahead");
         assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 16_000);
-        let now = 1_700_000_000_000;
+        let now = 1_780_000_000_000; // 2026, after the default epoch
         let b = uuidv7_search_bound(now, h);
         assert_eq!(uuidv7::extract_unix_us(&b), Some((now + h) * 1000));
         assert!(uuidv7::encode(((now + h) as u64 - 1) << 12 | 0xfff, u64::MAX) < b);
