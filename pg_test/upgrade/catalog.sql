@@ -29,6 +29,7 @@ SELECT 'relation ' || c.oid::regclass::text || ' kind=' || c.relkind::text
                                                || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY a.attnum)
                                    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '')
        || ' acl=' || coalesce(c.relacl::text, 'default')
+       || ' replica_identity=' || c.relreplident::text
        || ' definition=' || coalesce(pg_get_viewdef(c.oid), '')
        || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '')
 FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
@@ -44,4 +45,11 @@ FROM m WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_class'::regclass, 'pg_ty
 UNION ALL
 SELECT 'index ' || i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid)
 FROM m JOIN pg_index i ON m.classid = 'pg_class'::regclass AND i.indrelid = m.objid
+UNION ALL
+SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' enabled=' || t.tgenabled::text
+FROM m JOIN pg_trigger t ON m.classid = 'pg_class'::regclass AND t.tgrelid = m.objid AND NOT t.tgisinternal
+UNION ALL
+SELECT 'data ' || m.objid::regclass::text || ' rows=' || (xpath('/row/c/text()',
+         query_to_xml(format('SELECT count(*) AS c FROM %s', m.objid::regclass), false, true, '')))[1]::text
+FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid AND c.relkind = 'r'
 ORDER BY 1;
