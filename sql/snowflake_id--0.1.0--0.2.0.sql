@@ -46,4 +46,5 @@ CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
 LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
+ALTER TABLE snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
 INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();

@@ -421,3 +421,23 @@ pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
     )
     .set_detail("The replayed reservation covers every id in the data replayed with it; the generators may mint again.")
 }
+
+/// The record table's columns are not the ones the extension created.
+pub fn space_record_altered() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id_space does not have the columns snowflake_id created (layout text, epoch timestamptz, recorded_at timestamptz)",
+        FUNC,
+    )
+    .set_hint("Restore the table's definition; the generators read it before a session's first id.")
+}
+
+/// A transaction that changed `snowflake_id_space` cannot be prepared.
+pub fn space_change_prepared() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        "cannot PREPARE a transaction that has modified snowflake_id_space",
+        FUNC,
+    )
+    .set_detail("Sessions learn of a change to the record when the transaction that made it commits, which a prepared transaction does elsewhere.")
+}

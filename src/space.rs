@@ -14,8 +14,9 @@
 //! The stored ids are not read with SQL at all: planning a query on a table evaluates its index
 //! and statistics expressions, which the table's owner writes. Instead each column's B-tree
 //! index (its first column, the type's default operator class, no predicate) is opened by OID
-//! and its last entry read from the index pages (`index_getnext_tid` backwards, index tuples
-//! only, under `SnapshotAny`: an entry whose row is deleted or not yet committed counts too).
+//! and its largest entry read from the index pages (`index_getnext_tid` from the end that holds
+//! it, index tuples only, under `SnapshotAny`: an entry whose row is deleted or not yet
+//! committed counts too).
 //! Only permanent plain tables are read (never a foreign table or another session's temporary
 //! one; a partitioned table through its leaves). Each table and index is locked `ACCESS SHARE`
 //! only if that is free at once, and unlocked as soon as it is read: a table someone holds an
@@ -132,53 +133,76 @@ fn first<T: IntoDatum + FromDatum>(t: pgrx::spi::SpiTupleTable<'_>) -> pgrx::spi
 /// The rows of the extension's own `snowflake_id_space` table (found as a member of the
 /// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of them
 /// that no session setting changes, so that a database whose record changed is scanned again.
+///
+/// Read with a heap scan under a fresh catalog snapshot, not the statement's: a statement (or a
+/// repeatable-read transaction) that began before a change committed must still see it, since
+/// the change's notice (`shmem::space_generation`) is consumed by this check.
 fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
-    Spi::connect(|client| {
-        let table = client
+    let table = Spi::connect(|client| {
+        client
             .select(
-                "SELECT format('%I.%I', n.nspname, c.relname)
+                "SELECT c.oid
                  FROM pg_extension e
                  JOIN pg_depend d ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
                                  AND d.deptype = 'e' AND d.classid = 'pg_class'::regclass
                  JOIN pg_class c ON c.oid = d.objid AND c.relname = 'snowflake_id_space' AND c.relkind = 'r'
-                 JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE e.extname = 'snowflake_id'",
                 None,
                 &[],
             )
-            .and_then(first::<String>)?;
-        let Some(table) = table else { return Ok((Vec::new(), 1)) };
-        let rows = client.select(
-            &format!(
-                "SELECT layout, floor(extract(epoch FROM epoch) * 1000)::int8,
-                        floor(extract(epoch FROM recorded_at) * 1000000)::int8
-                 FROM ONLY {table} ORDER BY 3, 1, 2"
-            ),
-            None,
-            &[],
-        )?;
-        let mut recorded = Vec::new();
-        // FNV-1a over the rows as read.
-        let mut hash: u32 = 0x811c_9dc5;
-        for row in rows {
-            let layout = row.get::<String>(1)?.unwrap_or_default();
-            let epoch = row.get::<i64>(2)?.unwrap_or(i64::MIN);
-            let at = row.get::<i64>(3)?.unwrap_or(i64::MIN);
+            .and_then(first::<pg_sys::Oid>)
+    })
+    .map_err(spi_error)?;
+    let Some(table) = table else { return Ok((Vec::new(), 1)) };
+    let mut recorded = Vec::new();
+    // FNV-1a over the rows as read.
+    let mut hash: u32 = 0x811c_9dc5;
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: PostgreSQL's table and system-scan API, used as its callers do; a NULL snapshot
+    // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
+    // not a catalog). Errors abort the transaction, which closes the scan and the table.
+    unsafe {
+        let rel = pg_sys::table_open(table, lock);
+        let desc = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att);
+        let types: Vec<pg_sys::Oid> = (0..desc.len()).filter_map(|i| desc.get(i)).map(|a| a.atttypid).collect();
+        if types.get(..3) != Some(&[pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID][..]) {
+            pg_sys::table_close(rel, lock);
+            return Err(errors::space_record_altered());
+        }
+        let scan = pg_sys::systable_beginscan(rel, pg_sys::InvalidOid, false, std::ptr::null_mut(), 0, std::ptr::null_mut());
+        let mut values = vec![pg_sys::Datum::from(0); desc.len()];
+        let mut nulls = vec![true; desc.len()];
+        loop {
+            let tuple = pg_sys::systable_getnext(scan);
+            if tuple.is_null() {
+                break;
+            }
+            pg_sys::heap_deform_tuple(tuple, (*rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let layout = String::from_datum(values[0], nulls[0]).unwrap_or_default();
+            let unix_us = |i: usize| {
+                (!nulls[i]).then(|| crate::core::time::unix_us_from_pg_us(values[i].value() as i64)).flatten()
+            };
+            let epoch = unix_us(1).map_or(i64::MIN, |us| us.div_euclid(1000));
+            let at = unix_us(2).unwrap_or(i64::MIN);
             for b in layout.bytes().chain(epoch.to_le_bytes()).chain(at.to_le_bytes()) {
                 hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
             }
             recorded.push(Recorded { layout, epoch_unix_ms: epoch });
         }
-        // Zero marks a free registry entry.
-        Ok((recorded, hash | 1))
-    })
-    .map_err(spi_error)
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(rel, lock);
+    }
+    // The same rows in another order are the same record.
+    recorded.sort_by(|a, b| (&a.layout, a.epoch_unix_ms).cmp(&(&b.layout, b.epoch_unix_ms)));
+    // Zero marks a free registry entry.
+    Ok((recorded, hash | 1))
 }
 
 /// One column a generator fills, in a plain table, with the index to read it through.
 struct Column {
     name: String,
     table: pg_sys::Oid,
+    attnum: i16,
     index: Option<pg_sys::Oid>,
     snowflake: bool,
 }
@@ -209,7 +233,7 @@ fn generator_columns() -> Result<Vec<Column>, ErrorReport> {
                                        WHERE c.relkind = 'p' AND pt.isleaf
                                        UNION ALL SELECT c.oid WHERE c.relkind = 'r') t
                  )
-                 SELECT format('%s.%I', c.oid::regclass, a.attname), c.oid, l.snowflake,
+                 SELECT format('%s.%I', c.oid::regclass, a.attname), c.oid, l.snowflake, a.attnum,
                         (SELECT i.indexrelid FROM pg_index i
                          JOIN pg_class ic ON ic.oid = i.indexrelid
                          JOIN pg_am am ON am.oid = ic.relam AND am.amname = 'btree'
@@ -230,7 +254,8 @@ fn generator_columns() -> Result<Vec<Column>, ErrorReport> {
                     name: row.get::<String>(1)?.unwrap_or_default(),
                     table: row.get::<pg_sys::Oid>(2)?.unwrap_or(pg_sys::InvalidOid),
                     snowflake: row.get::<bool>(3)?.unwrap_or(false),
-                    index: row.get::<pg_sys::Oid>(4)?,
+                    attnum: row.get::<i16>(4)?.unwrap_or(0),
+                    index: row.get::<pg_sys::Oid>(5)?,
                 })
             })
             .collect::<Result<Vec<Column>, pgrx::spi::SpiError>>()
@@ -262,7 +287,7 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
         };
         if c.snowflake {
             let below = snowflake_bound.map(pg_sys::Datum::from);
-            match last_key(c.table, index, below.map(|b| (b, pg_sys::F_INT8LT)), |_| true, 1) {
+            match last_key(&c, index, below.map(|b| (b, pg_sys::F_INT8LT)), |_| true, 1) {
                 Read::Locked => skipped.push(c.name),
                 Read::Found(key) => {
                     // An int8 Datum holds the value itself.
@@ -270,12 +295,12 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
                     if let Some(w) = space::snowflake_floor(layout, id) {
                         snowflake_floor = snowflake_floor.max(Some(w));
                     }
-                    if snowflake_bound.is_some() && beyond_bound(c.table, index) {
+                    if snowflake_bound.is_some() && beyond_bound(&c, index) {
                         beyond.push(c.name);
                     }
                 }
                 Read::Empty => {
-                    if snowflake_bound.is_some() && beyond_bound(c.table, index) {
+                    if snowflake_bound.is_some() && beyond_bound(&c, index) {
                         beyond.push(c.name);
                     }
                 }
@@ -284,7 +309,7 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
             let bound = pgrx::Uuid::from_bytes(uuid_bound);
             let Some(bound_datum) = bound.into_datum() else { continue };
             let is_v7 = |d: pg_sys::Datum| uuid_bytes(d).is_some_and(|u| uuidv7::version(&u) == Some(7));
-            match last_key(c.table, index, Some((bound_datum, pg_sys::F_UUID_LT)), is_v7, UUIDV7_MAX_STEPS) {
+            match last_key(&c, index, Some((bound_datum, pg_sys::F_UUID_LT)), is_v7, UUIDV7_MAX_STEPS) {
                 Read::Locked => skipped.push(c.name),
                 Read::Found(key) => {
                     if let Some(w) = uuid_bytes(key).and_then(|u| space::uuidv7_floor(&u)) {
@@ -311,12 +336,12 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
 }
 
 /// Whether the index holds an entry at or past the horizon's bound: the largest entry of all.
-fn beyond_bound(table: pg_sys::Oid, index: pg_sys::Oid) -> bool {
+fn beyond_bound(column: &Column, index: pg_sys::Oid) -> bool {
     let horizon = space::horizon_ms(&guc::clock_policy());
     let Some(bound) = space::snowflake_search_bound(guc::layout(), clock::now_unix_ms(), horizon) else {
         return false;
     };
-    matches!(last_key(table, index, None, |_| true, 1), Read::Found(k) if k.value() as i64 >= bound)
+    matches!(last_key(column, index, None, |_| true, 1), Read::Found(k) if k.value() as i64 >= bound)
 }
 
 /// The 16 bytes a uuid Datum points to.
@@ -337,15 +362,19 @@ enum Read {
 }
 
 /// Reads the largest key of an index's first column that is below `below` (with the `<`
-/// function given), not NULL, and `accept`ed, stepping down at most `steps` entries. The index
-/// and its table are locked only if that is free at once, and unlocked at the end.
+/// function given), not NULL, and `accept`ed, stepping down at most `steps` entries, from the
+/// end the index keeps it (the last entry, or the first of a `DESC` index). The index and its
+/// table are locked only if that is free at once, and unlocked at the end. An index that is no
+/// longer the column's live, valid index (dropped or rebuilt concurrently since the catalog
+/// query) counts as locked: the database is read again by the next session.
 fn last_key(
-    table: pg_sys::Oid,
+    column: &Column,
     index: pg_sys::Oid,
     below: Option<(pg_sys::Datum, u32)>,
     mut accept: impl FnMut(pg_sys::Datum) -> bool,
     steps: usize,
 ) -> Read {
+    let table = column.table;
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: PostgreSQL's relation and index-scan API, used as its own callers do: lock, open,
     // scan, close, unlock. Any error (a concurrent drop seen by the open, say) aborts the
@@ -372,12 +401,26 @@ fn last_key(
         if irel.is_null() {
             pg_sys::relation_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
             unlock();
-            return Read::Empty;
+            return Read::Locked;
         }
-        let is_btree =
-            (*(*irel).rd_rel).relkind as u8 == pg_sys::RELKIND_INDEX && (*(*irel).rd_rel).relam == pg_sys::BTREE_AM_OID;
-        let mut found = Read::Empty;
-        if is_btree {
+        let ix = (*irel).rd_index;
+        let usable = (*(*irel).rd_rel).relkind as u8 == pg_sys::RELKIND_INDEX
+            && (*(*irel).rd_rel).relam == pg_sys::BTREE_AM_OID
+            && !ix.is_null()
+            && (*ix).indrelid == table
+            && (*ix).indisvalid
+            && (*ix).indisready
+            && (*ix).indislive
+            && (*ix).indkey.dim1 >= 1
+            && *(*ix).indkey.values.as_ptr() == column.attnum;
+        let mut found = if usable { Read::Empty } else { Read::Locked };
+        if usable {
+            let descending = i32::from(*(*irel).rd_indoption) & pg_sys::INDOPTION_DESC as i32 != 0;
+            let direction = if descending {
+                pg_sys::ScanDirection::ForwardScanDirection
+            } else {
+                pg_sys::ScanDirection::BackwardScanDirection
+            };
             let mut keys: [pg_sys::ScanKeyData; 2] = [Default::default(), Default::default()];
             pg_sys::ScanKeyEntryInitialize(
                 &mut keys[0],
@@ -411,7 +454,7 @@ fn last_key(
             (*scan).xs_want_itup = true;
             pg_sys::index_rescan(scan, keys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
             for _ in 0..steps {
-                if pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::BackwardScanDirection).is_null() {
+                if pg_sys::index_getnext_tid(scan, direction).is_null() {
                     break;
                 }
                 let key = first_key((*scan).xs_itup);
@@ -436,7 +479,7 @@ fn last_key(
 /// # Safety
 /// `itup` is an index tuple the scan returned, of an int8 or uuid first column.
 unsafe fn first_key(itup: pg_sys::IndexTuple) -> pg_sys::Datum {
-    const MAXALIGN: usize = 8;
+    const MAXALIGN: usize = pg_sys::MAXIMUM_ALIGNOF as usize;
     let align = |n: usize| n.div_ceil(MAXALIGN) * MAXALIGN;
     // SAFETY: the tuple lives in the scan's memory until the next call.
     unsafe {

@@ -34,6 +34,19 @@ INSERT INTO snowflake_id_space (layout, epoch) VALUES ('twitter', '2020-01-01 00
 SELECT snowflake_next(1);
 DELETE FROM snowflake_id_space WHERE layout = 'twitter';
 SELECT snowflake_next(1) > 0 AS mints_again;
+-- The trigger fires where only replica triggers do (logical replication applying a change).
+SET session_replication_role = replica;
+INSERT INTO snowflake_id_space (layout, epoch) VALUES ('twitter', '2020-01-01 00:00+00');
+SELECT snowflake_next(1);
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM snowflake_id_space WHERE layout = 'twitter';
+RESET session_replication_role;
+SELECT snowflake_next(1) > 0 AS mints_again;
+-- A change to the record cannot be prepared: its notice to other sessions is sent at commit.
+BEGIN;
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+PREPARE TRANSACTION 'sf_record';
+\echo :LAST_ERROR_SQLSTATE
 
 -- The first id of a session run by a parallel worker checks too (read-only catalog queries,
 -- settings changed only at a saved nesting level).
@@ -106,3 +119,13 @@ INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowfla
 SELECT snowflake_next(6) < (SELECT id FROM far_ids) AS snowflake_not_followed,
        uuidv7_next() < (SELECT id FROM far_uuids) AS uuidv7_not_followed,
        snowflake_next(1) > 0 AS still_mints;
+
+-- A descending index keeps the largest id at its start: it is read from there.
+CREATE TABLE desc_ids (id bigint DEFAULT snowflake_next(7), note text);
+CREATE INDEX desc_ids_id ON desc_ids (id DESC);
+INSERT INTO desc_ids VALUES (snowflake_min_id(now() - interval '1 day'), 'old'),
+                            (snowflake_min_id(clock_timestamp() + interval '300 ms'), 'restored');
+INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+\c
+INSERT INTO desc_ids (note) VALUES ('new');
+SELECT (SELECT id FROM desc_ids WHERE note = 'new') > (SELECT id FROM desc_ids WHERE note = 'restored') AS above_restored;

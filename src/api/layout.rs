@@ -95,7 +95,8 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
 
 /// The trigger on `snowflake_id_space`: tells every backend to read its database's record again,
 /// now and once more when the transaction commits (what backends read before the commit is the
-/// old record). A statement trigger, AFTER, so its result is ignored.
+/// old record). A statement trigger, AFTER, so its result is ignored. It fires also where
+/// triggers are for replicas only (`ENABLE ALWAYS`): logical replication applying a change.
 ///
 /// # Safety
 /// Called by PostgreSQL's trigger manager.
@@ -103,8 +104,22 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
 #[doc(hidden)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn snowflake_id_space_changed(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    use pgrx::{register_xact_callback, PgXactCallbackEvent};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// Whether this transaction already has its end-of-transaction callbacks.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
     crate::shmem::bump_space_generation();
-    pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, crate::shmem::bump_space_generation);
+    if !REGISTERED.swap(true, Ordering::Relaxed) {
+        register_xact_callback(PgXactCallbackEvent::Commit, || {
+            crate::shmem::bump_space_generation();
+            REGISTERED.store(false, Ordering::Relaxed);
+        });
+        register_xact_callback(PgXactCallbackEvent::Abort, || REGISTERED.store(false, Ordering::Relaxed));
+        // COMMIT PREPARED runs no callback of this backend: the notice at commit would be lost.
+        register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
+            errors::raise(errors::space_change_prepared());
+        });
+    }
     pg_sys::Datum::from(0)
 }
 
@@ -138,6 +153,7 @@ CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
 LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
+ALTER TABLE snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
 INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
 "#,
     name = "snowflake_id_space",
