@@ -12,6 +12,7 @@
 //! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
 //! | 58030 | io_error | the reservation file cannot be read or written |
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
+//! | 0A000 | feature_not_supported | `PREPARE TRANSACTION` of a change to `snowflake_id_space` |
 //! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full

@@ -169,7 +169,8 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
             pg_sys::table_close(rel, lock);
             return Err(errors::space_record_altered());
         }
-        let scan = pg_sys::systable_beginscan(rel, pg_sys::InvalidOid, false, std::ptr::null_mut(), 0, std::ptr::null_mut());
+        let scan =
+            pg_sys::systable_beginscan(rel, pg_sys::InvalidOid, false, std::ptr::null_mut(), 0, std::ptr::null_mut());
         let mut values = vec![pg_sys::Datum::from(0); desc.len()];
         let mut nulls = vec![true; desc.len()];
         loop {
