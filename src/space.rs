@@ -11,6 +11,9 @@
 //! # No code of any role runs in it
 //! The catalog queries run through SPI as the session's own role, on catalogs only, with
 //! `search_path = pg_catalog, pg_temp`, so no function or operator a role created can be picked.
+//! The record itself (the extension's own table, which only a superuser can alter) is read by a
+//! heap scan under a fresh catalog snapshot, so that a statement that began before a change
+//! committed still sees it.
 //! The stored ids are not read with SQL at all: planning a query on a table evaluates its index
 //! and statistics expressions, which the table's owner writes. Instead each column's B-tree
 //! index (its first column, the type's default operator class, no predicate) is opened by OID
