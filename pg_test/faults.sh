@@ -254,6 +254,11 @@ q -c "DROP TABLE IF EXISTS conc, ks, uconc, upk, rpk, src" >/dev/null
 SB="$SNOWFLAKE_RUN_DIR/$NAME-standby" SB_PORT=$((PORT + 100))
 $SUDO rm -rf "$SB" && $SUDO install -d -o postgres -g postgres -m 0700 "$SB"
 as_postgres "$(pg_bin "$V")/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres -D "$SB/data" -R -X stream -c fast
+# pg_basebackup 16+ writes connection options (sslcertmode, sslnegotiation, ...) into
+# primary_conninfo that the wheel's walreceiver rejects here (its libpq resolves to Debian's
+# older libpq5): without a plain one the standby would never stream, and the test would prove
+# nothing.
+as_postgres sed -i "s|^primary_conninfo = .*|primary_conninfo = 'host=$PGHOST port=$PGPORT user=postgres'|" "$SB/data/postgresql.auto.conf"
 # The standby's clock runs 2 s behind the primary's (the debug offset), and it may wait 5 s for
 # a clock behind its ids: with nothing but its own clock and the reservation file of the base
 # backup, the promoted server would mint below ids the old primary issued after the backup.
@@ -262,7 +267,16 @@ printf "port = %s\nunix_socket_directories = '%s'\nsnowflake_id.debug_clock_offs
 as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w -t 60 start >/dev/null
 sleep 1.5 # past the reservation the base backup copied (it reaches 0.5 s past its write)
 primary_max="$(q -c "SELECT max(x) FROM (SELECT snowflake_next(1) x FROM generate_series(1, 1000)) s")"
+primary_lsn="$(q -c "SELECT pg_current_wal_flush_lsn()")"
 sbq() { psql -X -q -A -t -h "$SB" -p "$SB_PORT" -d sfid_cluster "$@"; }
+# What reached the standby is what counts: wait (a few ms) until it has received the primary's
+# WAL up to now, which holds the reservation those ids were issued under.
+for _ in $(seq 1 100); do
+  [ "$(sbq -c "SELECT coalesce(pg_last_wal_receive_lsn() >= '$primary_lsn', false)")" = t ] && break
+  sleep 0.05
+done
+check "standby: it streams from the primary (received its WAL)" "t" \
+  "$(sbq -c "SELECT coalesce(pg_last_wal_receive_lsn() >= '$primary_lsn', false)")"
 check "standby: snowflake_next refuses with 25006" "25006" "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_next(1)")"
 check "standby: uuidv7_next refuses with 25006" "25006" "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT uuidv7_next()")"
 check "standby: snowflake_id_advance refuses with 25006" "25006" \
