@@ -12,5 +12,6 @@ pub mod reservation;
 pub mod rng;
 pub mod shards;
 pub mod space;
+pub mod text;
 pub mod time;
 pub mod uuidv7;
