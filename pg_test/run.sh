@@ -94,7 +94,7 @@ pad_ids() { awk -F'|' '{ s = $1; while (length(s) < 19) s = "0" s; print s "|" $
 
 if want regress; then
   log "pg_regress on PostgreSQL $V"
-  for t in snowflake uuidv7 uuidv7_api id_space; do regress "$t"; done
+  for t in snowflake uuidv7 uuidv7_api id_space text_forms; do regress "$t"; done
 fi
 
 if want upgrade; then

@@ -48,3 +48,17 @@ CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TR
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 ALTER TABLE snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
 INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+
+-- Key-free text forms: 13 Crockford base32 characters for a snowflake id, ULID text for a UUID.
+CREATE FUNCTION snowflake_to_text(id bigint) RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_to_text_wrapper';
+CREATE FUNCTION snowflake_from_text(t text) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_from_text_wrapper';
+CREATE FUNCTION uuid_to_ulid(id uuid) RETURNS text
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'uuid_to_ulid_wrapper';
+CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ulid_to_uuid_wrapper';

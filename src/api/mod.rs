@@ -4,6 +4,7 @@
 pub mod layout;
 pub mod snowflake;
 pub mod stats;
+pub mod text;
 pub mod uuid;
 
 use pgrx::pg_sys::panic::ErrorReport;

@@ -9,7 +9,7 @@
 //!   aliases (`I`, `L` for 1, `O` for 0), hyphens and blanks are refused rather than guessed at,
 //!   so that each value has one text, up to case. Nothing here allocates.
 //!
-//! Not yet on the SQL surface (issue 13 adds `snowflake_to_text`, `uuid_to_ulid` and their inverses).
+//! The SQL surface is `crate::api::text`.
 
 use std::fmt;
 

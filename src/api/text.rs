@@ -1,0 +1,74 @@
+//! Key-free text forms (`crate::core::text`): 13 Crockford base32 characters for a snowflake id,
+//! the 26-character ULID text for a UUID. Both sort like the values they encode.
+//!
+//! Volatility: IMMUTABLE, STRICT and PARALLEL SAFE. The texts depend on the value alone, never
+//! on a setting (a snowflake id's text is its 63 bits, whatever the layout).
+//!
+//! The text arguments are read as bytes (the SQL declarations below say `text`): pgrx's `&str`
+//! panics on text that is not UTF-8, which a database in another encoding passes. Their length
+//! is checked before anything else looks at them.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+use crate::core::layout::excerpt;
+use crate::core::text::{self, TextError};
+
+/// The texts are ASCII by construction.
+fn ascii(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+fn bad_text(kind: &str, input: &[u8], e: TextError) -> ErrorReport {
+    // Quote at most a short excerpt of whatever was passed, as text, lossily.
+    let shown = excerpt(&String::from_utf8_lossy(&input[..input.len().min(64)]));
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid input syntax for {kind}: \"{shown}\""),
+        "snowflake_id",
+    )
+    .set_detail(format!("The text {e}."))
+}
+
+/// The 13-character text of a snowflake id: Crockford base32, which sorts like the ids.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_to_text(id: i64) -> Result<String, ErrorReport> {
+    text::snowflake_to_text(id).map(|t| ascii(&t)).ok_or_else(|| {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("snowflake id {id} is negative"),
+            "snowflake_id",
+        )
+    })
+}
+
+/// The snowflake id of a 13-character text (either case).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_from_text(t: &[u8]) -> Result<i64, ErrorReport> {
+    text::snowflake_from_text(t).map_err(|e| bad_text("a snowflake id's text", t, e))
+}
+
+/// The ULID text of a UUID: for a UUIDv7, the ULID of the same time and bits.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn uuid_to_ulid(id: pgrx::Uuid) -> String {
+    ascii(&text::uuid_to_ulid(id.as_bytes()))
+}
+
+/// The UUID of a 26-character ULID text (either case).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn ulid_to_uuid(t: &[u8]) -> Result<pgrx::Uuid, ErrorReport> {
+    text::ulid_to_uuid(t).map(pgrx::Uuid::from_bytes).map_err(|e| bad_text("a ULID", t, e))
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION snowflake_from_text(t text) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_from_text_wrapper';
+CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ulid_to_uuid_wrapper';
+"#,
+    name = "text_forms"
+);
