@@ -6,9 +6,9 @@
 //! | 58000 | system_error | the clock stepped back further than `snowflake_id.max_rewind_wait` |
 //! | 22003 | numeric_value_out_of_range | a shard outside the layout, an id that is negative or beyond the layout |
 //! | 22004 | null_value_not_allowed | a NULL shard |
-//! | 22P02 | invalid_text_representation | `snowflake_from_text`, `ulid_to_uuid` given something else (`crate::api::text`) |
 //! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
 //! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
+//! | 22P02 | invalid_text_representation | `snowflake_from_text`, `ulid_to_uuid` given something else (`crate::api::text`) |
 //! | 58000 | system_error | the clock did not advance while a call waited for it |
 //! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
 //! | 58030 | io_error | the reservation file cannot be read or written |

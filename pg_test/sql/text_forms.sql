@@ -21,10 +21,18 @@ FROM (SELECT id, id AS a, lead(id) OVER (ORDER BY random()) AS b FROM u) s WHERE
 -- Refused: a negative id (22003); wrong length, a character outside the alphabet (the
 -- ambiguous I, L, O, U included), a value too large, garbage, a huge text (22P02).
 SELECT snowflake_to_text(-1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_from_text('000000000000');
+\echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_from_text('00000O0000000');
+\echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_from_text('8000000000000');
+\echo :LAST_ERROR_SQLSTATE
 SELECT ulid_to_uuid('80000000000000000000000000');
+\echo :LAST_ERROR_SQLSTATE
 SELECT ulid_to_uuid('01FWHE4YDGFK1SHH6W1G60EEC-');
+\echo :LAST_ERROR_SQLSTATE
 SELECT ulid_to_uuid(repeat('Z', 100000));
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_text(E'0000000000\x01\x7f\t');
 \echo :LAST_ERROR_SQLSTATE

@@ -5,14 +5,15 @@
 //! on a setting (a snowflake id's text is its 63 bits, whatever the layout).
 //!
 //! The text arguments are read as bytes (the SQL declarations below say `text`): pgrx's `&str`
-//! panics on text that is not UTF-8, which a database in another encoding passes. Their length
-//! is checked before anything else looks at them.
+//! panics on text that is not UTF-8, which a database in another encoding passes. Once
+//! detoasted, their length is checked before anything else looks at them, and an error quotes
+//! at most 32 bytes of them, non-ASCII bytes escaped, so that the message is valid in any
+//! encoding.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
-use crate::core::layout::excerpt;
 use crate::core::text::{self, TextError};
 
 /// The texts are ASCII by construction.
@@ -21,8 +22,15 @@ fn ascii(bytes: &[u8]) -> String {
 }
 
 fn bad_text(kind: &str, input: &[u8], e: TextError) -> ErrorReport {
-    // Quote at most a short excerpt of whatever was passed, as text, lossily.
-    let shown = excerpt(&String::from_utf8_lossy(&input[..input.len().min(64)]));
+    // At most 32 bytes of whatever was passed, printable ASCII as is, any other byte as \xNN.
+    let mut shown: String = input
+        .iter()
+        .take(32)
+        .map(|&b| if (0x20..0x7f).contains(&b) { char::from(b).to_string() } else { format!("\\x{b:02x}") })
+        .collect();
+    if input.len() > 32 {
+        shown.push_str("...");
+    }
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         format!("invalid input syntax for {kind}: \"{shown}\""),
