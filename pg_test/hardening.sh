@@ -227,6 +227,62 @@ check "30 s ahead after a restart: 58000 at once (${took} ms for both calls), no
   "$got $([ "$took" -lt 3000 ] && echo t || echo f)"
 check "the refusal says the ids run ahead of the clock" "t" \
   "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next(1)" 2>&1 || true; } | grep -q 'run [0-9]* ms ahead of the clock' && echo t || echo f)"
+log "hardening: the key file of public ids"
+# A secret for this run only; it must never show up anywhere a role or the log can read.
+secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+KEYS="$DATA/snowflake_id.keys"
+# keys MODE OWNER CONTENT: writes the key file with that mode and owner.
+keys() { $SUDO rm -f "$KEYS"; printf '%s\n' "$3" | $SUDO tee "$KEYS" >/dev/null; $SUDO chown "$2" "$KEYS"; $SUDO chmod "$1" "$KEYS"; }
+log_before="$(wc -l <"$LOG")"
+keys 0600 postgres:postgres "1 $secret encode"
+token="$(q -c "SELECT snowflake_to_public(12345)")"
+check "a 0600 file owned by the server's user: tokens round-trip for a plain role" "12345" \
+  "$(q -c "SET ROLE sf_plain" -c "SELECT snowflake_from_public('$token')")"
+keys 0644 postgres:postgres "1 $secret encode"
+check "readable by others (0644): refused with F0000 until fixed" "F0000" "$(sqlstate "SELECT snowflake_to_public(1)")"
+keys 0640 postgres:postgres "1 $secret encode"
+check "group-readable and owned by the server's user: refused" "F0000" "$(sqlstate "SELECT snowflake_from_public('$token')")"
+keys 0640 root:postgres "1 $secret encode"
+check "owned by root, group-readable (0640), as PostgreSQL allows for ssl_key_file: used" "12345" \
+  "$(q -c "SELECT snowflake_from_public('$token')")"
+keys 0644 root:postgres "1 $secret encode"
+check "owned by root and world-readable: refused" "F0000" "$(sqlstate "SELECT snowflake_from_public('$token')")"
+keys 0644 nobody:nogroup "1 $secret encode"
+check "owned by another user: refused (F0000); unreadable to the server: 58030" "F0000 58030" \
+  "$(sqlstate "SELECT snowflake_from_public('$token')") $($SUDO chmod 0600 "$KEYS"; sqlstate "SELECT snowflake_from_public('$token')")"
+$SUDO rm -f "$KEYS"
+check "no file: 55000" "55000" "$(sqlstate "SELECT snowflake_to_public(1)")"
+as_postgres mkfifo -m 0600 "$KEYS"
+t0="$EPOCHREALTIME"
+got="$(sqlstate "SELECT snowflake_to_public(1)")"
+took="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')"
+check "a FIFO in its place: refused (F0000) in ${took} ms, never a blocked backend" "F0000 t" "$got $([ "$took" -lt 3000 ] && echo t || echo f)"
+$SUDO rm -f "$KEYS"
+keys 0600 postgres:postgres "$(head -c 20000 /dev/zero | tr '\0' '#')"
+check "a 20 kB file: refused (F0000), nothing read past the limit" "F0000" "$(sqlstate "SELECT snowflake_to_public(1)")"
+# A secret store (Kubernetes, Vault agent) mounts the file through a link: it is followed.
+as_postgres bash -c "umask 077 && printf '1 %s encode\n' '$secret' > '$FIX/mounted.keys'"
+$SUDO rm -f "$KEYS" && as_postgres ln -s "$FIX/mounted.keys" "$KEYS"
+check "a link to a 0600 file: followed" "12345" "$(q -c "SELECT snowflake_from_public('$token')")"
+$SUDO rm -f "$KEYS"
+check "snowflake_id.public_keys_file elsewhere (ALTER SYSTEM, reload): used" "12345" \
+  "$(server_set snowflake_id.public_keys_file "$FIX/mounted.keys"; q -c "SELECT snowflake_from_public('$token')")"
+check "a session cannot point it elsewhere (55P02), a plain role cannot ALTER SYSTEM (42501) or SHOW it (42501)" "55P02 42501 42501" \
+  "$(sqlstate "SET snowflake_id.public_keys_file = '/tmp/x'") $(sqlstate "SET ROLE sf_plain" "ALTER SYSTEM SET snowflake_id.public_keys_file = '/tmp/x'") $(sqlstate "SET ROLE sf_plain" "SELECT current_setting('snowflake_id.public_keys_file')")"
+server_reset snowflake_id.public_keys_file
+# A malformed line that holds the secret: the error names the line, never its content.
+keys 0600 postgres:postgres "1 ${secret}0 encode"
+msg="$( { psql -X -d sfid_cluster -c "SELECT snowflake_to_public(1)" 2>&1 || true; } )"
+check "a malformed key line is reported by number, not quoted" "t f" \
+  "$(grep -q 'line 1 has a key that is not 64 hexadecimal digits' <<<"$msg" && echo t || echo f) $(grep -q "${secret:0:16}" <<<"$msg" && echo t || echo f)"
+keys 0600 postgres:postgres "1 $secret encode"
+check "a plain role finds the secret in no setting, no file listing and no statistics it can read" "0|42501|42501|42501" \
+  "$(q -c "SET ROLE sf_plain" -c "SELECT count(*) FROM pg_settings WHERE setting LIKE '%${secret:0:16}%' OR reset_val LIKE '%${secret:0:16}%'")|$(sqlstate "SET ROLE sf_plain" "SELECT count(*) FROM pg_file_settings")|$(sqlstate "SET ROLE sf_plain" "SELECT pg_read_file('snowflake_id.keys')")|$(sqlstate "SET ROLE sf_plain" "SELECT * FROM snowflake_public_keys()")"
+check "pg_monitor sees versions and fingerprints, never the secret" "1|true|8" \
+  "$(q -c "SET ROLE sf_mon" -c "SELECT version || '|' || encodes || '|' || length(fingerprint) FROM snowflake_public_keys()")"
+check "nothing in the server log holds the secret" "0" "$(tail -n +"$((log_before + 1))" "$LOG" | grep -c "${secret:0:16}" || true)"
+$SUDO rm -f "$KEYS"
+
 # Leave a usable server behind: a new id space from the clock (nothing else uses these ids).
 pg_ctl_ -m fast stop
 as_postgres rm -f "$STATE"

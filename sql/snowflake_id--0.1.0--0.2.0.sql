@@ -62,3 +62,26 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'uuid_to_ulid_wrapper';
 CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ulid_to_uuid_wrapper';
+
+-- Public ids: keyed FF1 tokens of snowflake ids and version-4-looking forms of UUIDv7s. STABLE:
+-- they read the key file, which stays the same for a statement.
+CREATE FUNCTION snowflake_to_public(id bigint, context text DEFAULT '') RETURNS text
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_to_public_wrapper';
+CREATE FUNCTION snowflake_from_public(token text, context text DEFAULT '') RETURNS bigint
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
+CREATE FUNCTION uuidv7_to_public(id uuid, context text DEFAULT '') RETURNS uuid
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'uuidv7_to_public_wrapper';
+CREATE FUNCTION uuidv7_from_public(token uuid, context text DEFAULT '') RETURNS uuid
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'uuidv7_from_public_wrapper';
+CREATE FUNCTION uuidv7_public_candidates(token uuid, context text DEFAULT '') RETURNS uuid[]
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'uuidv7_public_candidates_wrapper';
+CREATE FUNCTION snowflake_public_keys() RETURNS TABLE (version int, encodes boolean, fingerprint text)
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_public_keys_wrapper';
+REVOKE ALL ON FUNCTION snowflake_public_keys() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_public_keys() TO pg_monitor;

@@ -6,12 +6,15 @@
 //! | 58000 | system_error | the clock stepped back further than `snowflake_id.max_rewind_wait` |
 //! | 22003 | numeric_value_out_of_range | a shard outside the layout, an id that is negative or beyond the layout |
 //! | 22004 | null_value_not_allowed | a NULL shard |
-//! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick |
+//! | 22008 | datetime_field_overflow | a time before the epoch or after the layout's last tick; `uuidv7_to_public` of a UUIDv7 after 2248-09-26 |
 //! | 22023 | invalid_parameter_value | an unusable layout or epoch setting; a shard outside `snowflake_id.shards` |
-//! | 22P02 | invalid_text_representation | `snowflake_from_text`, `ulid_to_uuid` given something else (`crate::api::text`) |
+//! | 22P02 | invalid_text_representation | `snowflake_from_text`, `ulid_to_uuid` given something else; a public id no configured key made (`snowflake_from_public`, `uuidv7_from_public`) |
+//! | 55000 | object_not_in_prerequisite_state | public ids without a key file, or none of its keys marked `encode` for an encoding |
+//! | F0000 | config_file_error | the key file of public ids is not a regular file, is exposed to other users, or does not parse |
+//! | 22023 | invalid_parameter_value | a public-id context over 64 bytes; `uuidv7_to_public` of a UUID that is not v7 |
 //! | 58000 | system_error | the clock did not advance while a call waited for it |
 //! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
-//! | 58030 | io_error | the reservation file cannot be read or written |
+//! | 58030 | io_error | the reservation file cannot be read or written; the key file of public ids cannot be read |
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
 //! | 0A000 | feature_not_supported | `PREPARE TRANSACTION` of a change to `snowflake_id_space` |
 //! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
@@ -442,4 +445,138 @@ pub fn space_change_prepared() -> ErrorReport {
         FUNC,
     )
     .set_detail("Sessions learn of a change to the record when the transaction that made it commits, which a prepared transaction does elsewhere.")
+}
+
+/// A negative bigint where a snowflake id is wanted (its text or public forms).
+pub fn negative_id(id: i64) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, format!("snowflake id {id} is negative"), FUNC)
+}
+
+/// Text that is not of its form (`snowflake_from_text`, `ulid_to_uuid`, `snowflake_from_public`):
+/// 22P02, quoting at most 32 bytes of it, printable ASCII as is and any other byte as `\xNN`, so
+/// that the message is valid in any server encoding.
+pub fn invalid_text(kind: &str, input: &[u8], detail: impl std::fmt::Display) -> ErrorReport {
+    let mut shown: String = input
+        .iter()
+        .take(32)
+        .map(|&b| if (0x20..0x7f).contains(&b) { char::from(b).to_string() } else { format!("\\x{b:02x}") })
+        .collect();
+    if input.len() > 32 {
+        shown.push_str("...");
+    }
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid input syntax for {kind}: \"{shown}\""),
+        FUNC,
+    )
+    .set_detail(detail.to_string())
+}
+
+/// A public UUID that no configured key made (22P02, like a token).
+pub fn invalid_public_uuid(public: &[u8; 16], e: crate::core::public::TokenError) -> ErrorReport {
+    let hex: String = public.iter().map(|b| format!("{b:02x}")).collect();
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid public UUID: \"{}-{}-{}-{}-{}\"", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]),
+        FUNC,
+    )
+    .set_detail(e.to_string())
+}
+
+/// A UUID with no public form: not a UUIDv7, or one after 2248-09-26.
+pub fn no_public_form(e: crate::core::public::UuidError) -> ErrorReport {
+    use crate::core::public::{UuidError, UUID_TIME_BITS};
+    match e {
+        UuidError::NotVersion7 => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "only a UUIDv7 has a public form",
+            FUNC,
+        )
+        .set_detail("uuidv7_to_public takes a version 7 UUID of the RFC 9562 variant."),
+        UuidError::TooLate => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "UUIDv7 time is too late for a public form",
+            FUNC,
+        )
+        .set_detail(format!(
+            "A public form keeps the top 5 bits of a UUIDv7's time as its check, so it covers times before {}.",
+            time::format_unix_ms(1 << UUID_TIME_BITS)
+        )),
+    }
+}
+
+/// A public-id context longer than the tweak holds.
+pub fn context_too_long(len: usize) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("public id context is {len} bytes long"),
+        FUNC,
+    )
+    .set_detail(format!(
+        "A context is at most {} bytes. Pass a short name (a tenant id, a table name), or a hash of a longer one.",
+        crate::core::public::MAX_CONTEXT_BYTES
+    ))
+}
+
+const KEY_FILE_HINT: &str = "Put one line per key in it, \"VERSION HEX\", with \"encode\" after the key that makes new ids: VERSION from 0 to 31, HEX 64 hexadecimal digits from a random source (openssl rand -hex 32). It must be owned by the server's user with mode 0600. See the README, \"Public ids\".";
+
+/// No key: the key file holds none (55000).
+pub fn no_public_key() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no key for public ids is configured",
+        FUNC,
+    )
+    .set_detail("The key file (snowflake_id.public_keys_file) holds no key.")
+    .set_hint(KEY_FILE_HINT)
+}
+
+/// Keys, but none marked to encode (55000): this server only decodes.
+pub fn no_encoding_key() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no key for public ids is marked \"encode\"",
+        FUNC,
+    )
+    .set_detail("The keys in the key file (snowflake_id.public_keys_file) only decode.")
+    .set_hint("Add \"encode\" after the key that makes new ids, on every server at once (see the README's rotation steps).")
+}
+
+/// The key file cannot be used. Names the setting, never the path (a plain role sees this) or
+/// the file's contents.
+pub fn key_file_unusable(why: &crate::keys::Unusable) -> ErrorReport {
+    use crate::keys::Unusable;
+    let (code, message, detail) = match why {
+        Unusable::Missing => (
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "no key for public ids is configured",
+            "The key file (snowflake_id.public_keys_file) does not exist.".to_owned(),
+        ),
+        Unusable::Io(e) => (
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            "could not read the key file of public ids",
+            format!("Reading snowflake_id.public_keys_file failed: {e}."),
+        ),
+        Unusable::NotRegular => (
+            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+            "the key file of public ids is not a regular file",
+            "snowflake_id.public_keys_file must name a regular file.".to_owned(),
+        ),
+        Unusable::WrongOwner => (
+            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+            "the key file of public ids must be owned by the database user or root",
+            "snowflake_id.public_keys_file names a file another user owns.".to_owned(),
+        ),
+        Unusable::Exposed => (
+            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+            "the key file of public ids has group or world access",
+            "File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.".to_owned(),
+        ),
+        Unusable::Invalid(e) => (
+            PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
+            "the key file of public ids cannot be used",
+            format!("In snowflake_id.public_keys_file, {e}."),
+        ),
+    };
+    ErrorReport::new(code, message, FUNC).set_detail(detail).set_hint(KEY_FILE_HINT)
 }

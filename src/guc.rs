@@ -9,6 +9,7 @@
 //! | `snowflake_id.uuidv7_max_lead` | sighup | as `max_lead`, for the one UUIDv7 state every backend shares |
 //! | `snowflake_id.shards` | sighup | the shards this server owns: a fence no session or role may widen |
 //! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`: any session may pick one, but only inside the fence |
+//! | `snowflake_id.public_keys_file` | sighup | where the keys of public ids are: a file only the server reads, never a setting a role could SHOW; hidden from other roles, like `config_file` |
 //! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
 //! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
 //! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
@@ -42,6 +43,7 @@ static MAX_REWIND_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static UUIDV7_MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"*"));
 static DEFAULT_SHARD: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static PUBLIC_KEYS_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"snowflake_id.keys"));
 static DEBUG_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 static CLOCK_SOURCE: GucSetting<ClockSource> = GucSetting::<ClockSource>::new(ClockSource::Auto);
 /// Read-only, like PostgreSQL's `huge_pages_status`: what `auto` resolved to.
@@ -164,6 +166,14 @@ pub fn init() {
         (1 << crate::core::layout::MAX_SHARD_BITS) - 1,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.public_keys_file",
+        c"The file holding the keys of public ids (snowflake_to_public, uuidv7_to_public), relative to the data directory.",
+        c"One key per line: VERSION HEX [encode]. It must be a regular file owned by the server's user with no group or world access. Read again at the first call of a statement after it changes.",
+        &PUBLIC_KEYS_FILE,
+        GucContext::Sighup,
+        GucFlags::SUPERUSER_ONLY,
     );
     GucRegistry::define_int_guc(
         c"snowflake_id.debug_clock_offset",
@@ -305,6 +315,12 @@ pub fn shards_text() -> String {
 pub fn default_shard() -> Option<i64> {
     let s = DEFAULT_SHARD.get();
     (s >= 0).then_some(i64::from(s))
+}
+
+/// `snowflake_id.public_keys_file`: a path, relative to the data directory (every backend's
+/// working directory) unless absolute.
+pub fn public_keys_file() -> String {
+    setting_text(&PUBLIC_KEYS_FILE)
 }
 
 /// Whether `snowflake_id.clock_source` lets the generators use the TSC.

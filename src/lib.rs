@@ -5,6 +5,7 @@
 //! - `generate`, `reservation`: the mint loop every generator shares, and the durable
 //!   high-water mark it keeps; `wal` carries that mark to standbys.
 //! - `space`: the first mint in a database checks its recorded id space and its stored ids.
+//! - `keys`: the key file of public ids.
 //! - `errors`: core errors to SQLSTATEs.
 //! - `api`: the `#[pg_extern]` glue.
 
@@ -17,6 +18,7 @@ pub mod core;
 mod errors;
 mod generate;
 mod guc;
+mod keys;
 mod reservation;
 mod shmem;
 mod space;

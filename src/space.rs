@@ -292,22 +292,21 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
         if c.snowflake {
             let below = snowflake_bound.map(pg_sys::Datum::from);
             match last_key(&c, index, below.map(|b| (b, pg_sys::F_INT8LT)), |_| true, 1) {
-                Read::Locked => skipped.push(c.name),
+                Read::Locked => {
+                    skipped.push(c.name);
+                    continue;
+                }
                 Read::Found(key) => {
                     // An int8 Datum holds the value itself.
                     let id = key.value() as i64;
                     if let Some(w) = space::snowflake_floor(layout, id) {
                         snowflake_floor = snowflake_floor.max(Some(w));
                     }
-                    if snowflake_bound.is_some() && beyond_bound(&c, index) {
-                        beyond.push(c.name);
-                    }
                 }
-                Read::Empty => {
-                    if snowflake_bound.is_some() && beyond_bound(&c, index) {
-                        beyond.push(c.name);
-                    }
-                }
+                Read::Empty => {}
+            }
+            if snowflake_bound.is_some_and(|bound| beyond_bound(&c, index, bound)) {
+                beyond.push(c.name);
             }
         } else {
             let bound = pgrx::Uuid::from_bytes(uuid_bound);
@@ -339,12 +338,8 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
     Ok(skipped.is_empty())
 }
 
-/// Whether the index holds an entry at or past the horizon's bound: the largest entry of all.
-fn beyond_bound(column: &Column, index: pg_sys::Oid) -> bool {
-    let horizon = space::horizon_ms(&guc::clock_policy());
-    let Some(bound) = space::snowflake_search_bound(guc::layout(), clock::now_unix_ms(), horizon) else {
-        return false;
-    };
+/// Whether the index holds an entry at or past `bound` (the horizon's): its largest entry of all.
+fn beyond_bound(column: &Column, index: pg_sys::Oid, bound: i64) -> bool {
     matches!(last_key(column, index, None, |_| true, 1), Read::Found(k) if k.value() as i64 >= bound)
 }
 

@@ -2,6 +2,7 @@
 //! core, and maps errors through `crate::errors`.
 
 pub mod layout;
+pub mod public;
 pub mod snowflake;
 pub mod stats;
 pub mod text;

@@ -12,43 +12,23 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 
 use crate::core::text::{self, TextError};
+use crate::errors;
 
 /// The texts are ASCII by construction.
-fn ascii(bytes: &[u8]) -> String {
+pub(crate) fn ascii(bytes: &[u8]) -> String {
     bytes.iter().map(|&b| char::from(b)).collect()
 }
 
 fn bad_text(kind: &str, input: &[u8], e: TextError) -> ErrorReport {
-    // At most 32 bytes of whatever was passed, printable ASCII as is, any other byte as \xNN.
-    let mut shown: String = input
-        .iter()
-        .take(32)
-        .map(|&b| if (0x20..0x7f).contains(&b) { char::from(b).to_string() } else { format!("\\x{b:02x}") })
-        .collect();
-    if input.len() > 32 {
-        shown.push_str("...");
-    }
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        format!("invalid input syntax for {kind}: \"{shown}\""),
-        "snowflake_id",
-    )
-    .set_detail(format!("The text {e}."))
+    errors::invalid_text(kind, input, format_args!("The text {e}."))
 }
 
 /// The 13-character text of a snowflake id: Crockford base32, which sorts like the ids.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_to_text(id: i64) -> Result<String, ErrorReport> {
-    text::snowflake_to_text(id).map(|t| ascii(&t)).ok_or_else(|| {
-        ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("snowflake id {id} is negative"),
-            "snowflake_id",
-        )
-    })
+    text::snowflake_to_text(id).map(|t| ascii(&t)).ok_or_else(|| errors::negative_id(id))
 }
 
 /// The snowflake id of a 13-character text (either case).

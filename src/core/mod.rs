@@ -6,8 +6,10 @@
 //! in here and maps errors (`crate::errors`).
 
 pub mod cycle_clock;
+pub mod ff1;
 pub mod layout;
 pub mod monotonic;
+pub mod public;
 pub mod reservation;
 pub mod rng;
 pub mod shards;

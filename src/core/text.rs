@@ -44,7 +44,7 @@ impl fmt::Display for TextError {
 }
 
 /// The value of one character, either case; `None` outside the alphabet (and for the aliases).
-const fn digit(c: u8) -> Option<u8> {
+pub const fn digit(c: u8) -> Option<u8> {
     let c = c.to_ascii_uppercase();
     let mut i = 0;
     while i < ALPHABET.len() {
@@ -57,7 +57,7 @@ const fn digit(c: u8) -> Option<u8> {
 }
 
 /// The N characters of `value`, most significant first, 5 bits each.
-fn encode<const N: usize>(mut value: u128) -> [u8; N] {
+pub fn encode<const N: usize>(mut value: u128) -> [u8; N] {
     let mut out = [b'0'; N];
     for slot in out.iter_mut().rev() {
         *slot = ALPHABET[(value & 31) as usize];
@@ -67,7 +67,10 @@ fn encode<const N: usize>(mut value: u128) -> [u8; N] {
 }
 
 /// The value of an N-character text whose value must stay within `max`.
-fn decode<const N: usize>(text: &[u8], max: u128) -> Result<u128, TextError> {
+///
+/// # Errors
+/// [`TextError`] for another length, a character outside the alphabet, or a value past `max`.
+pub fn decode<const N: usize>(text: &[u8], max: u128) -> Result<u128, TextError> {
     if text.len() != N {
         return Err(TextError::Length { len: text.len(), want: N });
     }
