@@ -169,6 +169,46 @@ def per_id_cost(gens, rows, reps):
     return result
 
 
+# The text and public forms of ids, each measured over a column of its input: the cost of one call
+# is the query with the call minus the same query reading the column alone.
+FORMS = [
+    ("snowflake_to_text", "snowflake_to_text(id)", "id"),
+    ("snowflake_from_text", "snowflake_from_text(stext)", "stext"),
+    ("uuid_to_ulid", "uuid_to_ulid(v7)", "v7"),
+    ("ulid_to_uuid", "ulid_to_uuid(ulid)", "ulid"),
+    ("snowflake_to_public", "snowflake_to_public(id)", "id"),
+    ("snowflake_from_public", "snowflake_from_public(tok)", "tok"),
+    ("uuidv7_to_public", "uuidv7_to_public(v7)", "v7"),
+    ("uuidv7_from_public", "uuidv7_from_public(pub)", "pub"),
+]
+
+
+def forms_cost(rows, reps):
+    """Per-call cost of the key-free text forms and the keyed public forms (the server's key file)."""
+    progress(f"text and public forms: {rows:,} calls per function, {reps} interleaved rounds")
+    psql(f"""DROP TABLE IF EXISTS forms_input;
+CREATE TABLE forms_input AS
+SELECT id, snowflake_to_text(id) AS stext, snowflake_to_public(id) AS tok, v7, uuid_to_ulid(v7) AS ulid, uuidv7_to_public(v7) AS pub
+FROM (SELECT snowflake_next(g % 8192) AS id, uuidv7_next() AS v7 FROM generate_series(1, {rows}) g) s;
+VACUUM ANALYZE forms_input;""")
+    queries = {}
+    for key, call, col in FORMS:
+        queries[key] = f"SELECT count({call}) FROM forms_input;"
+        queries["read_" + col] = f"SELECT count({col}) FROM forms_input;"
+    samples = {k: [] for k in queries}
+    keys = list(queries)
+    for r in range(reps):
+        random.shuffle(keys)
+        script = "SET jit = off;\nSET max_parallel_workers_per_gather = 0;\n" + queries["read_id"] + "\n" + "\n".join(queries[k] for k in keys)
+        _, times = psql(script, timing=True)
+        for k, t in zip(keys, times[3:]):
+            samples[k].append(t)
+        progress(f"  round {r + 1}/{reps} done")
+    psql("DROP TABLE forms_input;")
+    ns = {key: (median(samples[key]) - median(samples["read_" + col])) * 1e6 / rows for key, _, col in FORMS}
+    return {"rows": rows, "ns_per_call": ns, "samples_ms": samples}
+
+
 def single_shard_throughput(rows, reps):
     """One backend minting for one shard: ids per millisecond against the layout's ceiling."""
     progress(f"single-shard throughput: {rows:,} ids for shard 1, {reps} rounds")
@@ -354,6 +394,9 @@ def report(gens, results, notes):
         ("one backend on one shard sustains ≥ 90% of 512 ids/ms", results["single_shard"]["share_of_ceiling"],
          results["single_shard"]["share_of_ceiling"] >= 0.9),
     ]
+    forms = results["forms"]["ns_per_call"]
+    slowest = max(forms[k] for k in forms if "public" in k)
+    targets.append(("public-id encoding and decoding ≤ 1 µs per call (the slowest of the four, ns)", slowest, slowest <= 1000))
     if "core_uuidv7" in pid:
         targets.append(("`uuidv7_next()` no slower than core `uuidv7()`", uv / pid["core_uuidv7"], uv <= pid["core_uuidv7"] * 1.05))
     for name, val, ok in targets:
@@ -431,6 +474,19 @@ def report(gens, results, notes):
             continue
         s = sc[g.key]
         lines.append(f"| {g.label} | {s['1']:,.0f} | {s['2']:,.0f} | {s['2'] / s['1']:.2f} |")
+    lines += [
+        "",
+        "## Text and public forms",
+        "",
+        f"Each function over a {results['forms']['rows']:,}-row column of its input (snowflake ids from `snowflake_next(g % 8192)`, "
+        "UUIDv7s from `uuidv7_next()`, and their forms), minus the same query reading the column alone; no parallel workers. "
+        "The public forms read the server's key file (one `stat` per statement) and run FF1 (ten AES-256 blocks) per call.",
+        "",
+        "| function | ns per call |",
+        "|---|---|",
+    ]
+    for key, _, _ in FORMS:
+        lines.append(f"| `{key}` | {forms[key]:.0f} |")
     lines += ["", "## Targets missed, and why", ""]
     missed = [t for t in targets if not t[2]]
     if not missed:
@@ -520,6 +576,7 @@ def main():
     results["round_trips"] = pgbench_round_trips([g for g in calls if not g.reference], args.pgbench_seconds, args.reps)
     results["inserts"] = inserts(keys, args.insert_rows, args.reps)
     results["scaling"] = scaling([g for g in calls if not g.reference], args.rows, args.reps)
+    results["forms"] = forms_cost(args.rows, args.reps)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     charts(gens, results)
