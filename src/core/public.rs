@@ -111,15 +111,30 @@ pub struct KeyRing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyFileError {
     TooLarge,
-    NotAscii { line: usize },
-    LineTooLong { line: usize },
+    NotAscii {
+        line: usize,
+    },
+    LineTooLong {
+        line: usize,
+    },
     /// Not `VERSION HEX` or `VERSION HEX encode`.
-    Syntax { line: usize },
-    BadVersion { line: usize },
+    Syntax {
+        line: usize,
+    },
+    BadVersion {
+        line: usize,
+    },
     /// Not 64 hex digits.
-    BadSecret { line: usize },
-    DuplicateVersion { line: usize, version: u8 },
-    SecondEncoder { line: usize },
+    BadSecret {
+        line: usize,
+    },
+    DuplicateVersion {
+        line: usize,
+        version: u8,
+    },
+    SecondEncoder {
+        line: usize,
+    },
 }
 
 impl fmt::Display for KeyFileError {
@@ -528,15 +543,15 @@ mod tests {
         assert_eq!(snowflake_from_token(&r, &other_version, b""), Err(TokenError::UnknownKey { version: 4 }));
         let mut bad_char = t;
         bad_char[7] = b'U';
-        assert_eq!(
-            snowflake_from_token(&r, &bad_char, b""),
-            Err(TokenError::Text(TextError::Character { at: 7 }))
-        );
+        assert_eq!(snowflake_from_token(&r, &bad_char, b""), Err(TokenError::Text(TextError::Character { at: 7 })));
         // The same version under another secret: another key, refused.
         let other = ring(&format!("3 {HEX_B} encode"));
         assert_eq!(snowflake_from_token(&other, &t, b""), Err(TokenError::NotMadeByKey));
-        // Another context.
+        // Another context, of another length or the same one.
         assert_eq!(snowflake_from_token(&r, &t, b"tenant 2"), Err(TokenError::NotMadeByKey));
+        let for_a = snowflake_token(r.encoder().unwrap(), 42, b"tenant-a");
+        assert_eq!(snowflake_from_token(&r, &for_a, b"tenant-a"), Ok(42));
+        assert_eq!(snowflake_from_token(&r, &for_a, b"tenant-b"), Err(TokenError::NotMadeByKey));
     }
 
     #[test]
