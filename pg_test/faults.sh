@@ -90,13 +90,28 @@ check "fencing: the refusal says which shards this server owns" "t" \
   "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next(41)" 2>&1 || true; } | grep -q 'snowflake_id.shards is "0-15,40"' && echo t || echo f)"
 check "fencing: a list beyond the layout is refused" "22023" \
   "$(sqlstate "ALTER SYSTEM SET snowflake_id.shards = '0-9000'")"
-check "default shard: snowflake_next() without one is refused" "55000" "$(sqlstate "SELECT snowflake_next()")"
-check "default shard: snowflake_next() mints for snowflake_id.default_shard" "40" \
+# snowflake_next() mints from the server's own shards: the first with room in the current tick.
+check "owned shards: one backend's 50,000 snowflake_next() spread over its shards, in order, every id new and increasing" "t|t|50000|0" \
+  "$(q -c "WITH s AS (SELECT n, snowflake_next() AS id FROM generate_series(1, 50000) n),
+                d AS (SELECT id, snowflake_shard(id) AS shard, lag(id) OVER (ORDER BY n) AS prev FROM s)
+           SELECT count(DISTINCT shard) >= 2, bool_and(shard BETWEEN 0 AND 15 OR shard = 40), count(DISTINCT id),
+                  count(*) FILTER (WHERE id <= prev) FROM d")"
+check "owned shards: in one millisecond the first shard fills before the next is used" "0" \
+  "$(q -c "WITH s AS (SELECT n, snowflake_next() AS id FROM generate_series(1, 20000) n),
+                d AS (SELECT snowflake_timestamp(id) AS t, snowflake_shard(id) AS shard, max(snowflake_seq(id)) AS top FROM s GROUP BY 1, 2)
+           SELECT count(*) FROM d a WHERE a.shard BETWEEN 1 AND 15
+             AND NOT EXISTS (SELECT 1 FROM d b WHERE b.t = a.t AND b.shard = a.shard - 1 AND b.top = 511)")"
+check "default shard: snowflake_next() mints for snowflake_id.default_shard, one of the set" "40" \
   "$(q -c "SET snowflake_id.default_shard = 40" -c "SELECT snowflake_shard(snowflake_next())")"
-check "default shard: a fenced default shard is refused too" "22023" \
+check "default shard: a default shard outside the set is refused" "22023" \
   "$(sqlstate "SET snowflake_id.default_shard = 41" "SELECT snowflake_next()")"
 q -c "ALTER SYSTEM RESET snowflake_id.shards" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
+check "a server whose shards are '*' (never told what it owns): snowflake_next() refuses with 55000, default shard or not" "55000 55000" \
+  "$(sqlstate "SELECT snowflake_next()") $(sqlstate "SET snowflake_id.default_shard = 3" "SELECT snowflake_next()")"
+check "the refusal's hint gives the one line to add" "t" \
+  "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next()" 2>&1 || true; } | grep -q "HINT:.*snowflake_id.shards = '0-7'" && echo t || echo f)"
+check "snowflake_next(shard) keeps minting for a shard the caller names" "ok" "$(sqlstate "SELECT snowflake_next(3)")"
 
 # --- 3. Steps of the clock while running ------------------------------------------------------
 log "faults: the clock steps back 5 ms, 1 s and 1 h while running"
@@ -212,7 +227,9 @@ pg_ctl_ -m fast restart
 # --- 4. Sustained load: 8 clients, 10M ids, stats add up ----------------------------------------
 total=$((LOAD_CLIENTS * LOAD_ROWS))
 log "faults: sustained load, $LOAD_CLIENTS clients x $LOAD_ROWS rows = $total ids into one primary key"
-# Unlogged: the test is about ids, and skipping WAL keeps it inside CI's time budget.
+# Unlogged: the test is about ids, and skipping WAL keeps it inside CI's time budget. Each
+# client mints for its own shard (snowflake_id.default_shard, one of the server's).
+server_set snowflake_id.shards "1-$LOAD_CLIENTS"
 q -c "SELECT snowflake_id_stats_reset()" -c "CREATE UNLOGGED TABLE load_ids (id bigint PRIMARY KEY DEFAULT snowflake_next(), client int NOT NULL)" >/dev/null
 per=$((LOAD_ROWS / 5))
 tmpl="SET snowflake_id.default_shard = :c;"$'\n'
@@ -229,6 +246,7 @@ check "load: each client's rows carry its own shard" "0" \
   "$(q -c "SELECT count(*) FROM load_ids WHERE snowflake_shard(id) <> client")"
 q -c "SELECT shard, ids_issued, ahead_ticks, max_ahead_ms, waits, round(wait_ms) AS wait_ms FROM snowflake_id_stats ORDER BY shard" | sed 's/^/  /'
 q -c "DROP TABLE load_ids" >/dev/null
+server_reset snowflake_id.shards
 
 # --- Promoted standby: move every generator past a point in time ---------------------------------
 log "faults: snowflake_id_advance, for promoted standbys"

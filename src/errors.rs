@@ -13,7 +13,7 @@
 //! | F0000 | config_file_error | the key file of public ids is not a regular file, is exposed to other users, or does not parse |
 //! | 22023 | invalid_parameter_value | a public-id context over 64 bytes; `uuidv7_to_public` of a UUID that is not v7 |
 //! | 58000 | system_error | the clock did not advance while a call waited for it |
-//! | 55000 | object_not_in_prerequisite_state | no default shard; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
+//! | 55000 | object_not_in_prerequisite_state | `snowflake_next()` on a server whose `snowflake_id.shards` is `*`; a reservation file from another layout; a database whose recorded id space (`snowflake_id_space`) is not the server's |
 //! | 58030 | io_error | the reservation file cannot be read or written; the key file of public ids cannot be read |
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
 //! | 0A000 | feature_not_supported | `PREPARE TRANSACTION` of a change to `snowflake_id_space` |
@@ -193,14 +193,22 @@ pub fn shard_not_assigned(shard: u32, allowed: &str) -> ErrorReport {
     ))
 }
 
-/// `snowflake_next()` without a shard, and no default configured.
-pub fn no_default_shard() -> ErrorReport {
+/// `snowflake_next()` on a server that has not been told which shards it owns (`*`).
+pub fn no_owned_shards() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "no default shard is configured",
+        "snowflake_id.shards does not say which shards this server owns",
         FUNC,
     )
-    .set_hint("Set snowflake_id.default_shard (in postgresql.conf, or with ALTER DATABASE or ALTER ROLE ... SET), or call snowflake_next(shard).")
+    .set_detail("snowflake_next() mints from the shards this server owns, and snowflake_id.shards is \"*\": every shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.")
+    .set_hint("Give each server its own shards, one line in its postgresql.conf (from configuration management, never in a migration), for example snowflake_id.shards = '0-7', then SELECT pg_reload_conf().")
+}
+
+/// `snowflake_next()` while no shard is assigned (a list that did not parse closed the fence).
+pub fn no_shard_assigned(allowed: &str) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "no shard is assigned to this server", FUNC)
+        .set_detail(format!("snowflake_id.shards is {allowed}."))
+        .set_hint("Fix snowflake_id.shards in the configuration and reload.")
 }
 
 /// The reservation file could not be read or written.

@@ -8,7 +8,7 @@
 //! | `snowflake_id.max_rewind_wait` | sighup | how long a call waits for a clock that stepped back: one policy for the whole server |
 //! | `snowflake_id.uuidv7_max_lead` | sighup | as `max_lead`, for the one UUIDv7 state every backend shares |
 //! | `snowflake_id.shards` | sighup | the shards this server owns: a fence no session or role may widen |
-//! | `snowflake_id.default_shard` | user | the shard of `snowflake_next()`: any session may pick one, but only inside the fence |
+//! | `snowflake_id.default_shard` | user | narrows `snowflake_next()` to one of the server's shards (0.1.0's meaning, kept for compatibility): any session may pick one, but only inside the set |
 //! | `snowflake_id.public_keys_file` | sighup | where the keys of public ids are: a file only the server reads, never a setting a role could SHOW; hidden from other roles, like `config_file` |
 //! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
 //! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
@@ -159,8 +159,8 @@ pub fn init() {
     }
     GucRegistry::define_int_guc(
         c"snowflake_id.default_shard",
-        c"The shard snowflake_next() mints for when called without one; -1 for none.",
-        c"Must also be allowed by snowflake_id.shards.",
+        c"Narrows snowflake_next() to one of this server's shards; -1, the default, spreads it over all of them.",
+        c"Must be one of snowflake_id.shards. New configurations leave it unset.",
         &DEFAULT_SHARD,
         -1,
         (1 << crate::core::layout::MAX_SHARD_BITS) - 1,
@@ -270,6 +270,18 @@ pub fn shard_allowed(shard: u32) -> bool {
     // SAFETY: non-null pointers come from Box::into_raw in assign_shards, which frees a set only
     // after replacing it; this process has one thread, so no reader holds the old one then.
     set.is_null() || unsafe { &*set }.contains(shard)
+}
+
+/// Runs `f` on this server's shard set (`snowflake_id.shards`), `ShardSet::All` for `*`.
+#[inline]
+pub fn with_shard_set<T>(f: impl FnOnce(&ShardSet) -> T) -> T {
+    let set = SHARD_SET.load(Ordering::Relaxed);
+    if set.is_null() {
+        f(&ShardSet::All)
+    } else {
+        // SAFETY: as in shard_allowed: the assign hook, the only writer, never runs during `f`.
+        f(unsafe { &*set })
+    }
 }
 
 /// Set when the configured `snowflake_id.shards` did not parse at start: the fence is closed

@@ -96,6 +96,71 @@ impl ShardSet {
     }
 }
 
+impl ShardSet {
+    /// The shards of a list, in ascending order; `None` for every shard (`*`), which is not a
+    /// set a server can own.
+    pub fn owned(&self) -> Option<impl Iterator<Item = u32> + '_> {
+        match self {
+            ShardSet::All => None,
+            ShardSet::Ranges(r) => Some(r.iter().flat_map(|&(lo, hi)| lo..=hi)),
+        }
+    }
+
+    /// How many shards a list holds (`None` for `*`).
+    pub fn count(&self) -> Option<u64> {
+        match self {
+            ShardSet::All => None,
+            ShardSet::Ranges(r) => Some(r.iter().map(|&(lo, hi)| u64::from(hi - lo) + 1).sum()),
+        }
+    }
+
+    /// Whether two sets share a shard, and the first one they share.
+    pub fn first_common(&self, other: &ShardSet) -> Option<u32> {
+        match (self, other) {
+            (ShardSet::All, ShardSet::All) => Some(0),
+            (ShardSet::All, s) | (s, ShardSet::All) => s.owned().and_then(|mut i| i.next()),
+            (ShardSet::Ranges(a), ShardSet::Ranges(b)) => {
+                let (mut i, mut j) = (0, 0);
+                while i < a.len() && j < b.len() {
+                    let (lo, hi) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+                    if lo <= hi {
+                        return Some(lo);
+                    }
+                    if a[i].1 < b[j].1 {
+                        i += 1;
+                    } else {
+                        j += 1;
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Which of a server's shards `snowflake_next()` mints from, given each owned shard with its next
+/// free word, in the order the shards are owned (`crate::core::monotonic`'s state words, read one
+/// at a time, so that a caller stops early): the first one with room in the current tick, that is
+/// whose next word is in the clock's tick or before it; if every shard has run past the current
+/// tick, the one whose next word is in the earliest tick (the least lead), the first of those on
+/// a tie, so that a borrowed tick is filled in shard order too.
+/// `None` when there is no shard at all.
+///
+/// So a server owning 8 shards of 512 ids a tick mints 4,096 ids a tick before any of them runs
+/// ahead of the clock, and ahead of it fills each borrowed tick across all its shards in turn.
+pub fn pick<T>(shards: impl IntoIterator<Item = (T, u64)>, now_tick: u64, low_bits: u32) -> Option<T> {
+    let mut earliest: Option<(u64, T)> = None;
+    for (shard, w) in shards {
+        if w >> low_bits <= now_tick {
+            return Some(shard);
+        }
+        if earliest.as_ref().is_none_or(|(e, _)| w >> low_bits < *e) {
+            earliest = Some((w >> low_bits, shard));
+        }
+    }
+    earliest.map(|(_, s)| s)
+}
+
 /// The canonical spelling, which [`ShardSet::parse`] reads back.
 impl fmt::Display for ShardSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -121,6 +186,65 @@ impl fmt::Display for ShardSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owned_shards_in_order() {
+        let s = ShardSet::parse("8-10,2", 8191).unwrap();
+        assert_eq!(s.owned().unwrap().collect::<Vec<_>>(), vec![2, 8, 9, 10]);
+        assert_eq!(s.count(), Some(4));
+        assert!(ShardSet::All.owned().is_none() && ShardSet::All.count().is_none());
+    }
+
+    #[test]
+    fn overlaps() {
+        let p = |t: &str| ShardSet::parse(t, 8191).unwrap();
+        assert_eq!(p("0-7").first_common(&p("8-15")), None);
+        assert_eq!(p("0-7,20").first_common(&p("8-15,18-25")), Some(20));
+        assert_eq!(p("5").first_common(&p("0-9")), Some(5));
+        assert_eq!(p("3-4").first_common(&ShardSet::All), Some(3));
+        assert_eq!(ShardSet::All.first_common(&ShardSet::All), Some(0));
+    }
+
+    #[test]
+    fn pick_fills_the_current_tick_across_shards_first() {
+        const LOW: u32 = 9;
+        let w = |tick: u64, seq: u64| tick << LOW | seq;
+        let p = |words: &[u64]| pick(words.iter().copied().enumerate(), 100, LOW);
+        // Room in the current tick (100) on the first shard: it.
+        assert_eq!(p(&[w(100, 5), w(100, 0)]), Some(0));
+        // A shard last used in an earlier tick has room now.
+        assert_eq!(p(&[w(101, 0), w(99, 511)]), Some(1));
+        // The first shard exhausted tick 100 (its next word is tick 101's first): the second.
+        assert_eq!(p(&[w(101, 0), w(100, 300), w(100, 0)]), Some(1));
+        // Every shard ahead of the clock: the least lead, the first on a tie (in that tick).
+        assert_eq!(p(&[w(102, 0), w(101, 7), w(101, 0)]), Some(1));
+        assert_eq!(p(&[w(101, 0), w(101, 0)]), Some(0));
+        assert_eq!(p(&[]), None);
+        // It stops at the first shard with room: a shard after it is never read.
+        let mut read = 0;
+        let words = [(7, w(101, 0)), (9, w(100, 0)), (12, w(100, 0))].into_iter().inspect(|_| read += 1);
+        assert_eq!(pick(words, 100, LOW), Some(9));
+        assert_eq!(read, 2);
+    }
+
+    /// Minting from 8 shards with a fake clock stopped in one tick: 4,096 ids in that tick, in
+    /// shard order, before the first borrowed tick; then the borrowed tick fills the same way.
+    #[test]
+    fn eight_shards_mint_eight_ticks_worth_before_running_ahead() {
+        const LOW: u32 = 9;
+        let mut next = [100u64 << LOW; 8];
+        let mut minted = Vec::new();
+        for _ in 0..(2 * 8 * 512) {
+            let s = pick(next.iter().copied().enumerate(), 100, LOW).unwrap();
+            let word = next[s].max(100 << LOW);
+            next[s] = word + 1;
+            minted.push((word >> LOW, s, word & 511));
+        }
+        assert!(minted[..4096].iter().all(|&(tick, _, _)| tick == 100), "4,096 ids in the clock's tick");
+        assert!(minted[4096..].iter().all(|&(tick, _, _)| tick == 101));
+        // In one tick they go by shard, then sequence: ids increase in the order they are minted.
+        assert!(minted.windows(2).all(|w| w[0] < w[1]));
+    }
 
     #[test]
     fn parses_lists_and_ranges() {
