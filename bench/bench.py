@@ -63,20 +63,41 @@ END $$;
 class Gen:
     """One generator: how to call it per row (`expr`, may use the row number g) and as a DEFAULT."""
 
-    def __init__(self, key, label, sql_type, expr, default=None, session="", inserts_only=False, reference=False):
+    def __init__(self, key, label, sql_type, expr, default=None, session="", inserts_only=False, reference=False,
+                 shards=None, calls_only=False):
         self.key, self.label, self.sql_type, self.expr = key, label, sql_type, expr
         self.default = default or expr
         # SQL run in the session before the measured statement (settings).
         self.session = session
+        # snowflake_id.shards for this generator (a server setting: ALTER SYSTEM and a reload
+        # around its measurements), or None for the benchmark server's own '0-8191'.
+        self.shards = shards
         # Only measured in the insert and order phase (a variant of another generator).
         self.inserts_only = inserts_only
+        # Not measured in the insert phase (its expression needs the row number).
+        self.calls_only = calls_only
         # Only measured per id (a reference point, not a key).
         self.reference = reference
 
 
+def server_sql(gen, on):
+    """The statements that put a generator's server settings in force (on) or take them out."""
+    if gen.shards is None:
+        return ""
+    set_ = f"ALTER SYSTEM SET snowflake_id.shards = '{gen.shards}';" if on else "ALTER SYSTEM RESET snowflake_id.shards;"
+    # The reload reaches this session at its next command; the sleep lets the signal arrive.
+    return set_ + " SELECT pg_reload_conf(); SELECT pg_sleep(0.3);"
+
+
 def all_generators(pg_major, available):
     gens = [
-        Gen("snowflake_next", "snowflake_next()", "bigint", "snowflake_next(g % 8192)", "snowflake_next(7)"),
+        # The server's shards (snowflake_id.shards = '0-7'): what a table's DEFAULT snowflake_next() does.
+        Gen("snowflake_next", "snowflake_next(), 8 shards", "bigint", "snowflake_next()", shards="0-7"),
+        # A different shard on every call: the generator's own cost, never its ceiling.
+        Gen("snowflake_next_spread", "snowflake_next(g % 8192), a new shard each call", "bigint", "snowflake_next(g % 8192)",
+            calls_only=True),
+        # One shard: 512 ids a millisecond at most, the per-shard ceiling.
+        Gen("snowflake_next_one_shard", "snowflake_next(7), one shard (512/ms ceiling)", "bigint", "snowflake_next(7)"),
         Gen("uuidv7_next", "uuidv7_next() (ours)", "uuid", "uuidv7_next()"),
         Gen("nextval", "nextval() / bigserial", "bigint", "nextval('bench_seq')"),
         Gen("gen_random_uuid", "gen_random_uuid() (v4)", "uuid", "gen_random_uuid()"),
@@ -138,6 +159,7 @@ def per_id_cost(gens, rows, reps):
     progress(f"per-id cost: {rows:,} calls per generator, {reps} interleaved rounds")
     queries = {"baseline": f"SELECT count(x) FROM (SELECT g x FROM generate_series(1, {rows}) g) s;"}
     sessions = {gen.key: gen.session for gen in gens}
+    servers = {gen.key: (server_sql(gen, True), server_sql(gen, False)) for gen in gens}
     for gen in gens:
         queries[gen.key] = f"SELECT count(x) FROM (SELECT {gen.expr} x FROM generate_series(1, {rows}) g) s;"
     samples = {k: [] for k in queries}
@@ -149,11 +171,15 @@ def per_id_cost(gens, rows, reps):
         # prints one timing, so `timed` says which of them to keep, and for which generator.
         stmts = [("SET jit = off;", None), (queries["baseline"], None)]
         for k in keys:
+            if servers.get(k, ("", ""))[0]:
+                stmts.append((servers[k][0], None))
             if sessions.get(k):
                 stmts.append((sessions[k], None))
             stmts.append((queries[k], k))
             if sessions.get(k):
                 stmts.append(("RESET ALL; SET jit = off;", None))
+            if servers.get(k, ("", ""))[1]:
+                stmts.append((servers[k][1], None))
         script = "\n".join(s for s, _ in stmts)
         _, times = psql(script, timing=True)
         timed = [k for s, k in stmts for _ in range(s.count(";"))]
@@ -234,10 +260,14 @@ def pgbench_round_trips(gens, seconds, reps):
         order = [(c, g) for c in (1, 2) for g in gens]
         random.shuffle(order)
         for clients, gen in order:
+            if gen.shards is not None:
+                psql(server_sql(gen, True))
             res = subprocess.run(
                 ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients), "-T", str(seconds), "-f", scripts[gen.key]],
                 capture_output=True, text=True,
             )
+            if gen.shards is not None:
+                psql(server_sql(gen, False))
             m = re.search(r"tps = ([0-9.]+)", res.stdout)
             if res.returncode != 0 or not m:
                 raise RuntimeError(f"pgbench failed for {gen.key}: {res.stderr}")
@@ -246,6 +276,33 @@ def pgbench_round_trips(gens, seconds, reps):
     for path in scripts.values():
         os.remove(path)
     return {str(c): {k: median(v) for k, v in per.items()} for c, per in out.items()}
+
+
+def batches(gens, seconds, reps, per_txn=1000):
+    """Batch generation: pgbench with 2 clients, each transaction minting `per_txn` ids in one
+    statement. Ids per second."""
+    progress(f"batches: pgbench {seconds}s per run, 2 clients, {per_txn:,} ids a transaction, {reps} rounds")
+    out = {g.key: [] for g in gens}
+    for r in range(reps):
+        order = list(gens)
+        random.shuffle(order)
+        for gen in order:
+            path = os.path.join(OUT, f".batch_{gen.key}.sql")
+            with open(path, "w") as f:
+                f.write(f"SELECT count(x) FROM (SELECT {gen.expr} x FROM generate_series(1, {per_txn}) g) s;\n")
+            if gen.shards is not None:
+                psql(server_sql(gen, True))
+            res = subprocess.run(["pgbench", "-n", "-M", "prepared", "-c", "2", "-j", "2", "-T", str(seconds), "-f", path],
+                                 capture_output=True, text=True)
+            if gen.shards is not None:
+                psql(server_sql(gen, False))
+            os.remove(path)
+            m = re.search(r"tps = ([0-9.]+)", res.stdout)
+            if res.returncode != 0 or not m:
+                raise RuntimeError(f"pgbench (batches) failed for {gen.key}: {res.stderr}")
+            out[gen.key].append(float(m.group(1)) * per_txn)
+        progress(f"  round {r + 1}/{reps} done")
+    return {k: median(v) for k, v in out.items()}
 
 
 def inserts(gens, rows, reps):
@@ -259,7 +316,8 @@ def inserts(gens, rows, reps):
         random.shuffle(order)
         for gen in order:
             t = f"ins_{gen.key}"
-            sql = f"""{gen.session}
+            sql = f"""{server_sql(gen, True)}
+{gen.session}
 DROP TABLE IF EXISTS {t};
 CREATE TABLE {t} (id {gen.sql_type} PRIMARY KEY DEFAULT {gen.default}, n int NOT NULL, created_at timestamptz NOT NULL DEFAULT clock_timestamp());
 CHECKPOINT;
@@ -268,9 +326,11 @@ INSERT INTO {t} (n) SELECT g FROM generate_series(1, {rows}) g;
 SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn0'), pg_relation_size('{t}_pkey'), pg_relation_size('{t}');
 """
             out, tm = psql(sql, timing=True)
-            # The INSERT is the fifth timed statement after the session settings
+            # The INSERT is the fifth timed statement after the server and session settings
             # (DROP, CREATE, CHECKPOINT, SELECT lsn0, INSERT).
-            times[gen.key].append(tm[4 + gen.session.count(";")])
+            times[gen.key].append(tm[4 + server_sql(gen, True).count(";") + gen.session.count(";")])
+            if gen.shards is not None:
+                psql(server_sql(gen, False))
             wal, idx, tbl = (int(float(x)) for x in last_row(out))
             last[gen.key] = {"wal_bytes_per_row": wal / rows, "index_bytes": idx, "table_bytes": tbl}
         progress(f"  round {r + 1}/{reps} done")
@@ -312,11 +372,15 @@ def scaling(gens, rows, reps):
         random.shuffle(order)
         for gen in order:
             q = f"SELECT count(x) FROM (SELECT {gen.expr} x FROM generate_series(1, {rows}) g) s;"
+            if gen.shards is not None:
+                psql(server_sql(gen, True))
             res[gen.key]["1"].append(rows / run(q))
             with ThreadPoolExecutor(2) as ex:
                 t0 = time.perf_counter()
                 list(ex.map(run, [q, q]))
                 res[gen.key]["2"].append(2 * rows / (time.perf_counter() - t0))
+            if gen.shards is not None:
+                psql(server_sql(gen, False))
         progress(f"  round {r + 1}/{reps} done")
     return {k: {c: median(v) for c, v in per.items()} for k, per in res.items()}
 
@@ -327,7 +391,7 @@ def charts(gens, results):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def bars(name, title, unit, values, highlight=("snowflake_next", "uuidv7_next")):
+    def bars(name, title, unit, values, highlight=("snowflake_next", "snowflake_next_spread", "uuidv7_next")):
         keys = [g.key for g in gens if g.key in values]
         labels = [g.label for g in gens if g.key in values]
         vals = [values[k] for k in keys]
@@ -372,13 +436,16 @@ def report(gens, results, notes):
         "| target | measured | met |",
         "|---|---|---|",
     ]
-    sn, uv = pid["snowflake_next"], pid["uuidv7_next"]
+    sn, uv = pid["snowflake_next_spread"], pid["uuidv7_next"]
+    bt = results["batches"]
     targets = [
-        ("`snowflake_next` per-id cost ≤ 1/4 of `nextval`", sn / nv, sn / nv <= 0.25),
+        ("`snowflake_next(g % 8192)` (a different shard each call) per-id cost ≤ 1/4 of `nextval`", sn / nv, sn / nv <= 0.25),
         ("`uuidv7_next()` per-id cost ≤ 1/10 of `gen_random_uuid()`", uv / rnd, uv / rnd <= 0.10),
-        ("1M-row insert with `snowflake_next` within 5% of bigserial",
+        ("1M-row insert with `DEFAULT snowflake_next()` on 8 shards within 5% of bigserial",
          ins["snowflake_next"]["insert_ms"] / ins["nextval"]["insert_ms"],
          ins["snowflake_next"]["insert_ms"] <= 1.05 * ins["nextval"]["insert_ms"]),
+        ("batches of 1,000 ids, 2 pgbench clients: `snowflake_next()` on 8 shards ≥ bigserial's ids/s",
+         bt["snowflake_next"] / bt["nextval"], bt["snowflake_next"] >= bt["nextval"]),
         ("`snowflake_next` PK index the same size as bigserial's",
          ins["snowflake_next"]["index_bytes"] / ins["nextval"]["index_bytes"],
          ins["snowflake_next"]["index_bytes"] <= ins["nextval"]["index_bytes"] * 1.02),
@@ -425,8 +492,25 @@ def report(gens, results, notes):
     lines += [
         "",
         f"One backend minting for one shard: {ss['ids_per_ms']:.0f} ids/ms, {ss['share_of_ceiling'] * 100:.0f}% of the layout's ceiling of {ss['ceiling_ids_per_ms']:.0f}.",
+        "`snowflake_next(7)` is that one shard: a million calls need at least "
+        f"{1e6 / ss['ceiling_ids_per_ms']:.0f} ms of clock, so its per-id figure is the per-shard ceiling, not the generator's cost. "
+        "`snowflake_next()` on 8 shards has 8 times the ceiling (4,096 ids/ms), which a tight loop of a million calls still reaches; "
+        "`snowflake_next(g % 8192)`, a different shard on every call, never reaches a ceiling and measures the generator itself.",
         "",
         f"![per-id cost]({os.path.relpath(OUT, DOCS)}/per_id_cost.png)",
+        "",
+        "## Batches (pgbench, 2 clients, 1,000 ids a transaction)",
+        "",
+        "`SELECT count(x) FROM (SELECT <gen> x FROM generate_series(1, 1000) g) s` per transaction: bulk generation, where a per-shard ceiling shows.",
+        "",
+        "| generator | ids/s | × bigserial |",
+        "|---|---|---|",
+    ]
+    for g in calls:
+        if g.reference:
+            continue
+        lines.append(f"| {g.label} | {bt[g.key]:,.0f} | {fmt_ratio(bt[g.key] / bt['nextval'])} |")
+    lines += [
         "",
         "## Round trips (pgbench, `SELECT gen()`, synchronous_commit on)",
         "",
@@ -451,7 +535,7 @@ def report(gens, results, notes):
         "|---|---|---|---|---|---|---|",
     ]
     for g in gens:
-        if g.reference:
+        if g.reference or g.calls_only:
             continue
         i = ins[g.key]
         lines.append(
@@ -510,13 +594,11 @@ def report(gens, results, notes):
                 "result; the reservation check and the statistics counter add a few ns on top."
             )
         elif name.startswith("1M-row insert"):
-            ceiling_ms = results["config"]["insert_rows"] / results["single_shard"]["ceiling_ids_per_ms"]
+            ceiling_ms = results["config"]["insert_rows"] / (8 * results["single_shard"]["ceiling_ids_per_ms"])
             lines.append(
-                f"- {name}: {val:.2f}×. Every row goes to shard 7, and one shard mints at most "
-                f"{results['single_shard']['ceiling_ids_per_ms']:.0f} ids per millisecond, so "
-                f"{results['config']['insert_rows']:,} rows need at least {ceiling_ms:.0f} ms of clock; bigserial "
-                f"took {ins['nextval']['insert_ms']:.0f} ms. The layout's ceiling, not the generator's cost, sets "
-                "the pace: spread bulk loads over shards, or choose a layout with more sequence bits."
+                f"- {name}: {val:.2f}×. 8 shards mint at most {8 * results['single_shard']['ceiling_ids_per_ms']:,.0f} ids per "
+                f"millisecond, so {results['config']['insert_rows']:,} rows need at least {ceiling_ms:.0f} ms of clock; "
+                f"bigserial took {ins['nextval']['insert_ms']:.0f} ms."
             )
         else:
             lines.append(f"- {name}: {fmt_ratio(val)}.")
@@ -570,10 +652,11 @@ def main():
         "generators": {g.key: {"label": g.label, "type": g.sql_type, "expr": g.expr} for g in gens},
     }
     calls = [g for g in gens if not g.inserts_only]
-    keys = [g for g in gens if not g.reference]
+    keys = [g for g in gens if not g.reference and not g.calls_only]
     results["per_id"] = per_id_cost(calls, args.rows, args.reps)
     results["single_shard"] = single_shard_throughput(args.rows, args.reps)
     results["round_trips"] = pgbench_round_trips([g for g in calls if not g.reference], args.pgbench_seconds, args.reps)
+    results["batches"] = batches([g for g in calls if not g.reference], args.pgbench_seconds, args.reps)
     results["inserts"] = inserts(keys, args.insert_rows, args.reps)
     results["scaling"] = scaling([g for g in calls if not g.reference], args.rows, args.reps)
     results["forms"] = forms_cost(args.rows, args.reps)

@@ -14,6 +14,7 @@ python3 -c "import matplotlib" 2>/dev/null || { log "installing matplotlib"; pyt
 install_extension "$V" release
 log "starting a throwaway PostgreSQL $V cluster for the benchmark (fsync and synchronous_commit on)"
 CLUSTER_CONF="fsync = on
+snowflake_id.shards = '0-8191'
 synchronous_commit = on
 shared_buffers = '512MB'
 max_wal_size = '8GB'

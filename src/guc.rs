@@ -20,7 +20,7 @@
 //! set before the library was loaded, which would let any user skew what the readers return.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -522,7 +522,18 @@ unsafe extern "C-unwind" fn assign_shards(newval: *const c_char, _extra: *mut c_
 }
 
 /// Installs this process's shard set (`None`: every shard).
+/// Counts replacements of [`SHARD_SET`] in this process, so that what a backend remembers about
+/// positions in the set (`crate::api::snowflake`'s pick hint) is dropped when the set changes.
+static SHARD_SET_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The generation of this process's shard set: it changes whenever the set does.
+#[inline]
+pub fn shard_set_generation() -> u64 {
+    SHARD_SET_GENERATION.load(Ordering::Relaxed)
+}
+
 fn replace_shard_set(set: Option<ShardSet>) {
+    SHARD_SET_GENERATION.fetch_add(1, Ordering::Relaxed);
     let new = set.map_or(std::ptr::null_mut(), |s| Box::into_raw(Box::new(s)));
     let old = SHARD_SET.swap(new, Ordering::Relaxed);
     if !old.is_null() {

@@ -11,7 +11,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::layout::Parts;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::core::{monotonic, shards};
 use crate::errors::{self, Generator};
@@ -48,6 +48,16 @@ fn snowflake_next_default() -> i64 {
     mint_owned_fast().unwrap_or_else(mint_owned)
 }
 
+/// This backend's last pick for `snowflake_next()` with room in the clock's tick: that tick, the
+/// generation of the shard set (`guc::shard_set_generation`) and the position in it. Every owned
+/// shard before that position had no room in that tick, and never will again (a shard's next
+/// word only grows), so a later call in the same tick starts there instead of reading them all
+/// again. Plain statics, not thread-locals: a backend is one thread, and a thread-local in a
+/// loaded library costs a `__tls_get_addr` call.
+static HINT_TICK: AtomicU64 = AtomicU64::new(u64::MAX);
+static HINT_GENERATION: AtomicU64 = AtomicU64::new(0);
+static HINT_POSITION: AtomicU64 = AtomicU64::new(0);
+
 /// The common case of [`snowflake_next_default`], as [`snowflake_next_fast`] serves
 /// `snowflake_next(int)`: a ready backend, a set of owned shards, a shard with room within the
 /// lead and below the reservation. Raises nothing and allocates nothing; `None` hands the call
@@ -61,16 +71,27 @@ fn mint_owned_fast() -> Option<i64> {
     let tl = layout.timeline();
     let policy = guc::clock_policy();
     let limit = generate::fast_limit(&tl);
+    let generation = guc::shard_set_generation();
     guc::with_shard_set(|set| {
         // A lost race on a shard's word: read the shards again, a few times, before the slow path.
         for _ in 0..4 {
             let now = crate::clock::now_unix_ns();
             let (_, now_tick) = tl.word_at(now).ok()?;
-            let slots = set.owned()?.filter_map(|s| Some((s, shmem::try_shard_slot(s)?)));
-            let (shard, slot) =
-                shards::pick(slots.map(|(s, slot)| ((s, slot), slot.state.next_free.load(Ordering::Relaxed))), now_tick, tl.low_bits)?;
+            let hinted = HINT_TICK.load(Ordering::Relaxed) == now_tick
+                && HINT_GENERATION.load(Ordering::Relaxed) == generation;
+            let from = if hinted { HINT_POSITION.load(Ordering::Relaxed) } else { 0 };
+            let ((position, shard), slot) = pick_from(set, from, now_tick, tl.low_bits)
+                // Nothing with room after the hint: every shard is full in this tick, and the
+                // earliest borrowed tick may be on any of them.
+                .filter(|(_, slot)| has_room(slot, now_tick, tl.low_bits) || from == 0)
+                .or_else(|| pick_from(set, 0, now_tick, tl.low_bits))?;
             if let Some(m) = monotonic::try_mint_fast(&slot.state, now, &tl, &policy, limit) {
                 generate::record_fast(slot, &m, &tl);
+                if m.lead_ticks == 0 {
+                    HINT_TICK.store(now_tick, Ordering::Relaxed);
+                    HINT_GENERATION.store(generation, Ordering::Relaxed);
+                    HINT_POSITION.store(position, Ordering::Relaxed);
+                }
                 return Some(layout.id_from_word(m.word, shard));
             }
         }
@@ -78,26 +99,41 @@ fn mint_owned_fast() -> Option<i64> {
     })
 }
 
+/// Whether a shard's next word is in the clock's tick or before it.
+#[inline]
+fn has_room(slot: &shmem::Slot, now_tick: u64, low_bits: u32) -> bool {
+    slot.state.next_free.load(Ordering::Relaxed) >> low_bits <= now_tick
+}
+
+/// `core::shards::pick` over the owned shards from position `from` on: the position, the shard
+/// and its slot.
+#[inline]
+fn pick_from(
+    set: &crate::core::shards::ShardSet,
+    from: u64,
+    now_tick: u64,
+    low_bits: u32,
+) -> Option<((u64, u32), &'static shmem::Slot)> {
+    let slots = set.owned_from(from)?.zip(from..).filter_map(|(s, p)| Some(((p, s), shmem::try_shard_slot(s)?)));
+    shards::pick(slots.map(|(ps, slot)| ((ps, slot), slot.state.next_free.load(Ordering::Relaxed))), now_tick, low_bits)
+}
+
 /// Everything else about `snowflake_next()`: the first call of a backend, a set of `*` or a
 /// closed fence, `default_shard`, waits and errors, through the guarded mint loop.
 #[cold]
 fn mint_owned() -> i64 {
+    if guc::with_shard_set(|set| set.owned().is_none()) {
+        errors::raise(errors::no_owned_shards());
+    }
     if let Some(shard) = guc::default_shard() {
-        if guc::with_shard_set(|set| set.owned().is_none()) {
-            errors::raise(errors::no_owned_shards());
-        }
         return mint(shard);
     }
-    let layout = guc::layout();
-    let tl = layout.timeline();
+    let tl = guc::layout().timeline();
     let (_, now_tick) = tl.word_at(crate::clock::now_unix_ns()).unwrap_or((0, 0));
-    let picked = guc::with_shard_set(|set| {
-        let owned = set.owned().unwrap_or_else(|| errors::raise(errors::no_owned_shards()));
-        let slots = owned.map(|s| (s, shmem::shard_slot(s).unwrap_or_else(|_| errors::raise(errors::not_preloaded()))));
-        shards::pick(slots.map(|(s, slot)| (s, slot.state.next_free.load(Ordering::Relaxed))), now_tick, tl.low_bits)
-    });
+    let picked = guc::with_shard_set(|set| pick_from(set, 0, now_tick, tl.low_bits).map(|((_, shard), _)| shard));
     match picked {
         Some(shard) => mint(i64::from(shard)),
+        None if shmem::shard_slot(0).is_err() => errors::raise(errors::not_preloaded()),
         // No shard: the fence was closed at start by a list that did not parse, and may have
         // been fixed since.
         None if guc::reopen_fixed_fence() => mint_owned(),

@@ -76,9 +76,8 @@ impl ShardSet {
                 _ => merged.push((lo, hi)),
             }
         }
-        if merged == [(0, max_shard)] {
-            return Ok(ShardSet::All);
-        }
+        // A list that names every shard stays a list: a server told it owns them all (the only
+        // server of its id space) is not one that was never told (`*`).
         Ok(ShardSet::Ranges(merged))
     }
 
@@ -104,6 +103,25 @@ impl ShardSet {
             ShardSet::All => None,
             ShardSet::Ranges(r) => Some(r.iter().flat_map(|&(lo, hi)| lo..=hi)),
         }
+    }
+
+    /// The shards of a list from the `skip`-th on (0-based), in ascending order: a walk over the
+    /// ranges, not over the shards skipped. `None` for `*`.
+    pub fn owned_from(&self, skip: u64) -> Option<impl Iterator<Item = u32> + '_> {
+        let ShardSet::Ranges(r) = self else { return None };
+        let mut left = skip;
+        let mut first = r.len();
+        let mut start = 0u32;
+        for (i, &(lo, hi)) in r.iter().enumerate() {
+            let n = u64::from(hi - lo) + 1;
+            if left < n {
+                first = i;
+                start = lo + left as u32;
+                break;
+            }
+            left -= n;
+        }
+        Some(r[first.min(r.len())..].iter().enumerate().flat_map(move |(i, &(lo, hi))| (if i == 0 { start } else { lo })..=hi))
     }
 
     /// How many shards a list holds (`None` for `*`).
@@ -196,6 +214,17 @@ mod tests {
     }
 
     #[test]
+    fn owned_from_a_position() {
+        let s = ShardSet::parse("8-10,2,20-21", 8191).unwrap();
+        let all: Vec<u32> = s.owned().unwrap().collect();
+        for skip in 0..8 {
+            let from: Vec<u32> = s.owned_from(skip).unwrap().collect();
+            assert_eq!(from, all.iter().copied().skip(skip as usize).collect::<Vec<_>>(), "skip {skip}");
+        }
+        assert!(ShardSet::All.owned_from(0).is_none());
+    }
+
+    #[test]
     fn overlaps() {
         let p = |t: &str| ShardSet::parse(t, 8191).unwrap();
         assert_eq!(p("0-7").first_common(&p("8-15")), None);
@@ -260,7 +289,8 @@ mod tests {
     fn merges_and_normalises() {
         assert_eq!(ShardSet::parse("40,3-5,4-9,10", 8191).unwrap().to_string(), "3-10,40");
         assert_eq!(ShardSet::parse("*", 8191), Ok(ShardSet::All));
-        assert_eq!(ShardSet::parse("0-8191", 8191), Ok(ShardSet::All));
+        // Every shard, listed: still a list, which snowflake_next() may mint from.
+        assert_eq!(ShardSet::parse("0-8191", 8191), Ok(ShardSet::Ranges(vec![(0, 8191)])));
         assert!(ShardSet::All.contains(8191));
     }
 
