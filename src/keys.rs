@@ -22,7 +22,7 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use zeroize::Zeroizing;
 
-use crate::core::public::{KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
+use crate::core::public::{self, KeyFileAccess, KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
 use crate::{errors, guc};
 
 /// What identifies one version of the file: another file, or the same one written or chmod-ed,
@@ -125,19 +125,17 @@ fn load(path: &str) -> (Option<FileId>, Result<KeyRing, Unusable>) {
     (id, check(&meta).and_then(|()| read(file)))
 }
 
-/// PostgreSQL's rule for private key files (`check_ssl_key_file_permissions`).
+/// A regular file that [`public::key_file_access`] allows.
 fn check(meta: &std::fs::Metadata) -> Result<(), Unusable> {
     if !meta.is_file() {
         return Err(Unusable::NotRegular);
     }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    let mode = meta.mode();
-    match meta.uid() {
-        _ if mode > 0 => Ok(()),
-        0 if mode & 0o037 == 0 => Ok(()),
-        uid if uid == me || uid == 0 => Err(Unusable::Exposed),
-        _ => Err(Unusable::WrongOwner),
+    match public::key_file_access(meta.uid(), me, meta.mode()) {
+        KeyFileAccess::Allowed => Ok(()),
+        KeyFileAccess::Exposed => Err(Unusable::Exposed),
+        KeyFileAccess::WrongOwner => Err(Unusable::WrongOwner),
     }
 }
 

@@ -107,6 +107,40 @@ pub struct KeyRing {
     encoder: Option<u8>,
 }
 
+/// Whether the owner and mode of a key file let the server use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFileAccess {
+    Allowed,
+    /// Group or world access beyond what the owner may grant.
+    Exposed,
+    /// Owned by neither the server's user nor root.
+    WrongOwner,
+}
+
+/// PostgreSQL's rule for private key files (`check_ssl_key_file_permissions` in be-secure-common.c):
+/// owned by the server's user (`euid`) with no group or world access (at most 0600), or owned by
+/// root with at most group read (0640), so that a secret store's root-owned file with the
+/// server's group can serve. `mode` is `st_mode`, file type bits included.
+pub fn key_file_access(uid: u32, euid: u32, mode: u32) -> KeyFileAccess {
+    let perms = mode & 0o777;
+    if uid == euid {
+        if perms & 0o077 == 0 {
+            KeyFileAccess::Allowed
+        } else {
+            KeyFileAccess::Exposed
+        }
+    } else if uid == 0 {
+        // Root's file: group read only, nothing for others.
+        if perms & 0o037 == 0 {
+            KeyFileAccess::Allowed
+        } else {
+            KeyFileAccess::Exposed
+        }
+    } else {
+        KeyFileAccess::WrongOwner
+    }
+}
+
 /// Why a key file cannot be used. Never quotes the file: its lines hold secrets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyFileError {
@@ -467,6 +501,32 @@ mod tests {
         assert_eq!(err(format!("1 {HEX_A} \u{e9}")), Some(KeyFileError::NotAscii { line: 1 }));
         assert_eq!(err(format!("# {}", "x".repeat(300))), Some(KeyFileError::LineTooLong { line: 1 }));
         assert_eq!(err("\n".repeat(MAX_KEY_FILE_BYTES + 1)), Some(KeyFileError::TooLarge));
+    }
+
+    #[test]
+    fn key_file_access_is_postgresqls_rule_for_private_keys() {
+        use KeyFileAccess::*;
+        const REG: u32 = 0o100_000; // S_IFREG: st_mode carries the file type too
+        let pg = 999;
+        for (uid, mode, want) in [
+            (pg, 0o600, Allowed),
+            (pg, 0o400, Allowed),
+            (pg, 0o640, Exposed),
+            (pg, 0o604, Exposed),
+            (pg, 0o644, Exposed),
+            (pg, 0o660, Exposed),
+            (pg, 0o700, Allowed),
+            (pg, 0o610, Exposed),
+            (0, 0o600, Allowed),
+            (0, 0o640, Allowed),
+            (0, 0o644, Exposed),
+            (0, 0o660, Exposed),
+            (0, 0o650, Exposed),
+            (65534, 0o600, WrongOwner),
+            (65534, 0o644, WrongOwner),
+        ] {
+            assert_eq!(key_file_access(uid, pg, REG | mode), want, "uid {uid} mode {mode:o}");
+        }
     }
 
     #[test]
