@@ -32,7 +32,7 @@ use std::fmt;
 
 use aes::cipher::KeyInit;
 use aes::Aes256;
-use zeroize::Zeroize;
+use zeroize::Zeroizing;
 
 use super::ff1::{self, Block16, Domain};
 use super::text::{self, TextError};
@@ -205,7 +205,9 @@ impl KeyRing {
         if text.len() > MAX_KEY_FILE_BYTES {
             return Err(KeyFileError::TooLarge);
         }
-        let mut ring = KeyRing { keys: Vec::new(), encoder: None };
+        // Room for every version up front: a growing vector would free old copies of the round
+        // keys without zeroing them.
+        let mut ring = KeyRing { keys: Vec::with_capacity(usize::from(MAX_VERSION) + 1), encoder: None };
         for (i, raw) in text.split(|&c| c == b'\n').enumerate() {
             let line = i + 1;
             if raw.len() > MAX_KEY_LINE_BYTES {
@@ -228,9 +230,8 @@ impl KeyRing {
                 Some(b"encode") => true,
                 Some(_) => return Err(KeyFileError::Syntax { line }),
             };
-            let mut secret = parse_secret(hex).ok_or(KeyFileError::BadSecret { line })?;
+            let secret = parse_secret(hex).ok_or(KeyFileError::BadSecret { line })?;
             let key = Key::new(version, &secret);
-            secret.zeroize();
             if ring.get(version).is_some() {
                 return Err(KeyFileError::DuplicateVersion { line, version });
             }
@@ -274,21 +275,16 @@ fn parse_version(w: &[u8]) -> Option<u8> {
     (v <= MAX_VERSION).then_some(v)
 }
 
-fn parse_secret(w: &[u8]) -> Option<[u8; 32]> {
+/// The 32 bytes of 64 hex digits, zeroed when dropped.
+fn parse_secret(w: &[u8]) -> Option<Zeroizing<[u8; 32]>> {
     if w.len() != 64 {
         return None;
     }
-    let mut out = [0u8; 32];
+    let mut out = Zeroizing::new([0u8; 32]);
     for (o, pair) in out.iter_mut().zip(w.chunks_exact(2)) {
-        let hi = (pair[0] as char).to_digit(16);
-        let lo = (pair[1] as char).to_digit(16);
-        match (hi, lo) {
-            (Some(h), Some(l)) => *o = (h << 4 | l) as u8,
-            _ => {
-                out.zeroize();
-                return None;
-            }
-        }
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        *o = (hi << 4 | lo) as u8;
     }
     Some(out)
 }
@@ -547,6 +543,30 @@ mod tests {
         assert_ne!(f[0], f[1]);
     }
 
+    /// Known answers, the same as pg_test/expected/public_ids.out's (and, for the UUID under key
+    /// 1, computed by an independent FF1 in Python during review).
+    #[test]
+    fn known_answers() {
+        let r = ring(&format!("1 {HEX_A} encode"));
+        let k = r.encoder().unwrap();
+        for (id, token) in [
+            (0, "1R0C92F204YBBEK5Q8JD"),
+            (1, "1NMSN1GXNZKZS1FYCJ27"),
+            (i64::MAX, "1T3Y32TKP81ANT3MG024"),
+            (252_969_121_090_637_507, "193AEE1MKXN1XP4BAED6"),
+        ] {
+            assert_eq!(&snowflake_token(k, id, b""), token.as_bytes(), "{id}");
+        }
+        assert_eq!(&snowflake_token(k, 42, b"tenant-a"), b"1FN204MGVWKRPCXM0GTG");
+        let rfc: [u8; 16] =
+            [0x01, 0x7f, 0x22, 0xe2, 0x79, 0xb0, 0x7c, 0xc3, 0x98, 0xc4, 0xdc, 0x0c, 0x0c, 0x07, 0x39, 0x8f];
+        let hex = |u: [u8; 16]| u.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(uuid_to_public(k, &rfc, b"").unwrap()), "87e8bdc86bb34795944fc25d1aaec76a");
+        let r2 = ring(&format!("2 {HEX_B} encode"));
+        assert_eq!(hex(uuid_to_public(r2.encoder().unwrap(), &rfc, b"").unwrap()), "a7cd6cb4d2c64293af42bd603c03242f");
+        assert_eq!(&snowflake_token(r2.encoder().unwrap(), 252_969_121_090_637_507, b""), b"2DPJ9WPD0QWC593MXBC1");
+    }
+
     #[test]
     fn snowflake_token_edges() {
         let r = one_key();
@@ -746,6 +766,18 @@ mod tests {
             let p = uuid_to_public(k, &u, &context).unwrap();
             prop_assert_eq!(version_of(u128::from_be_bytes(p)), Some(4));
             prop_assert_eq!(uuid_from_public(k, &p, &context), Ok(u));
+        }
+
+        #[test]
+        fn tokens_decode_in_any_case(id in 0..=i64::MAX, flips in any::<u32>()) {
+            let r = one_key();
+            let mut t = snowflake_token(r.encoder().unwrap(), id, b"");
+            for (i, c) in t.iter_mut().enumerate() {
+                if flips >> i & 1 == 1 {
+                    *c = c.to_ascii_lowercase();
+                }
+            }
+            prop_assert_eq!(snowflake_from_token(&r, &t, b""), Ok(id));
         }
 
         #[test]
