@@ -6,10 +6,14 @@
 //!   holds one. The file must be a regular file owned by the server's user with no group or
 //!   world access, or owned by root and at most group-readable (PostgreSQL's rule for
 //!   `ssl_key_file`); anything else is refused (F0000).
-//! - **When they change:** at the first call of each statement the file is looked at (one
+//! - **When they change:** at the first call of each transaction the file is looked at (one
 //!   `stat`), and read again if it changed (another file, size, modification or status-change
-//!   time), so a statement sees one set of keys from start to end, which is what STABLE
-//!   promises, and the next statement sees an edited or replaced file without a reload.
+//!   time), so a transaction sees one set of keys from start to end (STABLE promises a
+//!   statement), and the next transaction sees an edited or replaced file without a reload.
+//!   A parallel worker has its own cache: it looks at the file at its first call, so a file
+//!   replaced while a parallel query runs can give its workers the new keys and its leader the
+//!   old ones. A multi-statement query string is one transaction start time, and a background
+//!   worker's transactions take the time it sets, if any.
 //! - **In memory:** the file's bytes are zeroed once parsed, and a key's AES round keys when the
 //!   cache lets it go.
 
@@ -22,7 +26,7 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use zeroize::Zeroizing;
 
-use crate::core::public::{KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
+use crate::core::public::{self, KeyFileAccess, KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
 use crate::{errors, guc};
 
 /// What identifies one version of the file: another file, or the same one written or chmod-ed,
@@ -66,8 +70,8 @@ pub enum Unusable {
 }
 
 struct Cached {
-    /// The statement (its start time, and its transaction's) that last looked at the file.
-    statement: (pg_sys::TimestampTz, pg_sys::TimestampTz),
+    /// The transaction (its start time) that last looked at the file.
+    transaction: pg_sys::TimestampTz,
     path: String,
     file: Option<FileId>,
     ring: Result<KeyRing, Unusable>,
@@ -77,33 +81,40 @@ thread_local! {
     static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` on the server's keys, as of this statement.
+/// Runs `f` on the server's keys, as of this transaction.
 ///
 /// # Errors
 /// The key file's problem (`crate::errors::key_file_unusable`), or an empty file (55000).
 pub fn with_ring<T>(f: impl FnOnce(&KeyRing) -> Result<T, ErrorReport>) -> Result<T, ErrorReport> {
-    // SAFETY: read the start times xact.c recorded for the running statement and transaction.
-    // The transaction's tells statements apart inside a procedure that commits, whose own
-    // statement time stays that of the CALL.
-    let statement =
-        unsafe { (pg_sys::GetCurrentStatementStartTimestamp(), pg_sys::GetCurrentTransactionStartTimestamp()) };
+    with_cached(|keys| match keys {
+        Ok(ring) if ring.is_empty() => Err(errors::no_public_key()),
+        Ok(ring) => f(ring),
+        Err(why) => Err(errors::key_file_unusable(why)),
+    })
+}
+
+/// Runs `f` on what the key file holds as of this transaction, looking at the file first if this
+/// transaction has not.
+fn with_cached<T>(f: impl FnOnce(&Result<KeyRing, Unusable>) -> T) -> T {
+    // SAFETY: reads the start time xact.c recorded for the running transaction. It changes with
+    // every transaction, including each one a procedure starts with COMMIT, and parallel workers
+    // get their leader's.
+    let transaction = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     CACHE.with_borrow_mut(|cache| {
         // A reload (which may change the path) is processed between statements, never during one.
-        if cache.as_ref().is_none_or(|c| c.statement != statement) {
+        if cache.as_ref().is_none_or(|c| c.transaction != transaction) {
             let path = guc::public_keys_file();
             let file = std::fs::metadata(&path).ok().map(|m| FileId::of(&m));
             match cache {
-                Some(c) if c.path == path && c.file.is_some() && c.file == file => c.statement = statement,
+                Some(c) if c.path == path && c.file.is_some() && c.file == file => c.transaction = transaction,
                 _ => {
                     let (file, ring) = load(&path);
-                    *cache = Some(Cached { statement, path, file, ring });
+                    *cache = Some(Cached { transaction, path, file, ring });
                 }
             }
         }
-        match cache.as_ref().map(|c| &c.ring) {
-            Some(Ok(ring)) if ring.is_empty() => Err(errors::no_public_key()),
-            Some(Ok(ring)) => f(ring),
-            Some(Err(why)) => Err(errors::key_file_unusable(why)),
+        match cache.as_ref() {
+            Some(c) => f(&c.ring),
             None => unreachable!("the cache was just filled"),
         }
     })
@@ -125,19 +136,17 @@ fn load(path: &str) -> (Option<FileId>, Result<KeyRing, Unusable>) {
     (id, check(&meta).and_then(|()| read(file)))
 }
 
-/// PostgreSQL's rule for private key files (`check_ssl_key_file_permissions`).
+/// A regular file that [`public::key_file_access`] allows.
 fn check(meta: &std::fs::Metadata) -> Result<(), Unusable> {
     if !meta.is_file() {
         return Err(Unusable::NotRegular);
     }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    let mode = meta.mode();
-    match meta.uid() {
-        _ if mode > 0 => Ok(()),
-        0 if mode & 0o037 == 0 => Ok(()),
-        uid if uid == me || uid == 0 => Err(Unusable::Exposed),
-        _ => Err(Unusable::WrongOwner),
+    match public::key_file_access(meta.uid(), me, meta.mode()) {
+        KeyFileAccess::Allowed => Ok(()),
+        KeyFileAccess::Exposed => Err(Unusable::Exposed),
+        KeyFileAccess::WrongOwner => Err(Unusable::WrongOwner),
     }
 }
 
@@ -150,9 +159,17 @@ fn read(file: File) -> Result<KeyRing, Unusable> {
 }
 
 /// What `snowflake_public_keys()` shows of the keys: version, whether it encodes, fingerprint.
+/// No rows when there is no key file.
+///
+/// # Errors
+/// A key file that exists but cannot be used.
 pub fn describe() -> Result<Vec<(i32, bool, String)>, ErrorReport> {
-    with_ring(|ring| {
-        let encoder = ring.encoder().map(|k| k.version());
-        Ok(ring.keys().map(|k| (i32::from(k.version()), Some(k.version()) == encoder, k.fingerprint())).collect())
+    with_cached(|keys| match keys {
+        Ok(ring) => {
+            let encoder = ring.encoder().map(|k| k.version());
+            Ok(ring.keys().map(|k| (i32::from(k.version()), Some(k.version()) == encoder, k.fingerprint())).collect())
+        }
+        Err(Unusable::Missing) => Ok(Vec::new()),
+        Err(why) => Err(errors::key_file_unusable(why)),
     })
 }

@@ -102,13 +102,24 @@ SELECT snowflake_from_public(snowflake_to_public(42, 'tenant-a'));
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_to_public(42, repeat('x', 65));
 \echo :LAST_ERROR_SQLSTATE
--- Within one statement the keys stay those it started with (STABLE); the next statement reads
+-- Within one statement the keys stay those it started with (STABLE); the next transaction reads
 -- the new file.
 SELECT a = c AS same_keys_in_one_statement, left(a, 1) AS version
 FROM (SELECT snowflake_to_public(7) AS a,
              pg_temp.keys('1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f',
                           '2 f0e1d2c3b4a5968778695a4b3c2d1e0ff0e1d2c3b4a5968778695a4b3c2d1e0f encode') AS b,
              snowflake_to_public(7) AS c OFFSET 0) s;
+-- A transaction sees one set of keys, a cursor's fetches included; the next one sees the file.
+BEGIN;
+DECLARE c CURSOR FOR SELECT g, left(snowflake_to_public(g), 1) AS version FROM generate_series(1, 4) g;
+FETCH 2 FROM c;
+SELECT pg_temp.keys('1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f encode');
+FETCH 2 FROM c;
+SELECT left(snowflake_to_public(7), 1) AS still_key_2;
+COMMIT;
+SELECT left(snowflake_to_public(7), 1) AS now_key_1;
+SELECT pg_temp.keys('1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f',
+                    '2 f0e1d2c3b4a5968778695a4b3c2d1e0ff0e1d2c3b4a5968778695a4b3c2d1e0f encode');
 -- Rotation: key 2 now encodes, key 1 still decodes the tokens already published.
 SELECT left(snowflake_to_public(252969121090637507), 1) AS new_version;
 -- Key 2's token relabelled as key 1's is refused.

@@ -2,10 +2,13 @@
 //! with the keys from the key file (`crate::keys`).
 //!
 //! Volatility: STABLE, STRICT and PARALLEL SAFE. A result depends on the keys, which come from
-//! configuration and stay the same for a whole statement (`crate::keys` looks at the file once per
-//! statement), so a token in a `WHERE` clause is decoded once and an index scan uses the id. Not
-//! IMMUTABLE: a key rotation changes the results, so they must never be stored in an index or a
-//! generated column. Parallel safe: a worker reads the same file and derives the same keys.
+//! configuration and stay the same for a whole transaction (`crate::keys` looks at the file once
+//! per transaction), so a token in a `WHERE` clause is decoded once and an index scan uses the id.
+//! Not IMMUTABLE: a key rotation changes the results, so they must never be stored in an index or
+//! a generated column. Parallel safe: a worker reads the same file and derives the same keys,
+//! unless the file is replaced while the query runs, when a worker may see the new keys and the
+//! leader the old ones; every result is then still one that a configured key gives (under the
+//! documented rotation, both decode), which is the price of letting parallel plans mint tokens.
 //!
 //! Text arguments are read as bytes (pgrx's `&str` panics on text that is not UTF-8), and their
 //! length checked first; errors quote at most 32 bytes of them (`crate::errors::invalid_text`).

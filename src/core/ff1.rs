@@ -16,7 +16,8 @@
 //! - The tweak is absorbed into the CBC-MAC once per call, not once per round: `Q`'s blocks before
 //!   its last one hold only tweak bytes and zero padding, so each round costs one AES call.
 //! - Nothing allocates, and for a radix that is a power of two (the only ones the extension
-//!   uses) the arithmetic is masks and additions, with no data-dependent branch or division.
+//!   uses) the arithmetic is shifts, masks and additions, with no branch or division that depends
+//!   on the data.
 //!
 //! The block cipher comes from the `aes` crate (AES-NI where the CPU has it, else a bitsliced
 //! constant-time implementation).
@@ -112,6 +113,30 @@ fn reduce(x: u128, m: u128) -> u128 {
     }
 }
 
+impl Domain {
+    /// Step 2: the halves of a value, `A = X[1..u]` (the high digits) and `B = X[u+1..n]`. A shift
+    /// and a mask when `radix^v` is a power of two: a `u128` division is a library call whose time
+    /// depends on its operands.
+    #[inline]
+    fn split(&self, x: u128) -> (u128, u128) {
+        if self.pow_v.is_power_of_two() {
+            (x >> self.pow_v.trailing_zeros(), x & (self.pow_v - 1))
+        } else {
+            (x / self.pow_v, x % self.pow_v)
+        }
+    }
+
+    /// `A ‖ B` as a value: the inverse of [`Domain::split`].
+    #[inline]
+    fn join(&self, a: u128, b: u128) -> u128 {
+        if self.pow_v.is_power_of_two() {
+            a << self.pow_v.trailing_zeros() | b
+        } else {
+            a * self.pow_v + b
+        }
+    }
+}
+
 /// The CBC-MAC of `P ‖ Q` up to `Q`'s last block, which is the same in every round of a call.
 struct RoundFunction<'a, C: Block16> {
     cipher: &'a C,
@@ -181,8 +206,7 @@ impl<'a, C: Block16> RoundFunction<'a, C> {
 pub fn encrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], x: u128) -> u128 {
     assert!(x < domain.size(), "FF1 input outside its domain");
     let f = RoundFunction::new(cipher, domain, tweak);
-    // Step 2: A = X[1..u], B = X[u+1..n].
-    let (mut a, mut b) = (x / domain.pow_v, reduce(x, domain.pow_v));
+    let (mut a, mut b) = domain.split(x);
     for i in 0..ROUNDS {
         let y = f.y(i, b);
         // Step 6.v: m = u in even rounds, v in odd ones; A has m digits then.
@@ -194,7 +218,7 @@ pub fn encrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], x: u128) -
         b = c;
     }
     // After an even number of rounds A has u digits and B has v again.
-    a * domain.pow_v + b
+    domain.join(a, b)
 }
 
 /// FF1.Decrypt(K, T, Y) (Algorithm 8): the inverse of [`encrypt`].
@@ -204,7 +228,7 @@ pub fn encrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], x: u128) -
 pub fn decrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], y: u128) -> u128 {
     assert!(y < domain.size(), "FF1 input outside its domain");
     let f = RoundFunction::new(cipher, domain, tweak);
-    let (mut a, mut b) = (y / domain.pow_v, reduce(y, domain.pow_v));
+    let (mut a, mut b) = domain.split(y);
     for i in (0..ROUNDS).rev() {
         let y = f.y(i, a);
         let m = if i % 2 == 0 { domain.pow_u } else { domain.pow_v };
@@ -213,7 +237,7 @@ pub fn decrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], y: u128) -
         b = a;
         a = c;
     }
-    a * domain.pow_v + b
+    domain.join(a, b)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use std::fmt;
 
 use aes::cipher::KeyInit;
 use aes::Aes256;
-use zeroize::Zeroize;
+use zeroize::Zeroizing;
 
 use super::ff1::{self, Block16, Domain};
 use super::text::{self, TextError};
@@ -107,6 +107,40 @@ pub struct KeyRing {
     encoder: Option<u8>,
 }
 
+/// Whether the owner and mode of a key file let the server use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFileAccess {
+    Allowed,
+    /// Group or world access beyond what the owner may grant.
+    Exposed,
+    /// Owned by neither the server's user nor root.
+    WrongOwner,
+}
+
+/// PostgreSQL's rule for private key files (`check_ssl_key_file_permissions` in be-secure-common.c):
+/// owned by the server's user (`euid`) with no group or world access (at most 0600), or owned by
+/// root with at most group read (0640), so that a secret store's root-owned file with the
+/// server's group can serve. `mode` is `st_mode`, file type bits included.
+pub fn key_file_access(uid: u32, euid: u32, mode: u32) -> KeyFileAccess {
+    let perms = mode & 0o777;
+    if uid == euid {
+        if perms & 0o077 == 0 {
+            KeyFileAccess::Allowed
+        } else {
+            KeyFileAccess::Exposed
+        }
+    } else if uid == 0 {
+        // Root's file: group read only, nothing for others.
+        if perms & 0o037 == 0 {
+            KeyFileAccess::Allowed
+        } else {
+            KeyFileAccess::Exposed
+        }
+    } else {
+        KeyFileAccess::WrongOwner
+    }
+}
+
 /// Why a key file cannot be used. Never quotes the file: its lines hold secrets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyFileError {
@@ -171,7 +205,9 @@ impl KeyRing {
         if text.len() > MAX_KEY_FILE_BYTES {
             return Err(KeyFileError::TooLarge);
         }
-        let mut ring = KeyRing { keys: Vec::new(), encoder: None };
+        // Room for every version up front: a growing vector would free old copies of the round
+        // keys without zeroing them.
+        let mut ring = KeyRing { keys: Vec::with_capacity(usize::from(MAX_VERSION) + 1), encoder: None };
         for (i, raw) in text.split(|&c| c == b'\n').enumerate() {
             let line = i + 1;
             if raw.len() > MAX_KEY_LINE_BYTES {
@@ -194,9 +230,8 @@ impl KeyRing {
                 Some(b"encode") => true,
                 Some(_) => return Err(KeyFileError::Syntax { line }),
             };
-            let mut secret = parse_secret(hex).ok_or(KeyFileError::BadSecret { line })?;
+            let secret = parse_secret(hex).ok_or(KeyFileError::BadSecret { line })?;
             let key = Key::new(version, &secret);
-            secret.zeroize();
             if ring.get(version).is_some() {
                 return Err(KeyFileError::DuplicateVersion { line, version });
             }
@@ -240,21 +275,16 @@ fn parse_version(w: &[u8]) -> Option<u8> {
     (v <= MAX_VERSION).then_some(v)
 }
 
-fn parse_secret(w: &[u8]) -> Option<[u8; 32]> {
+/// The 32 bytes of 64 hex digits, zeroed when dropped.
+fn parse_secret(w: &[u8]) -> Option<Zeroizing<[u8; 32]>> {
     if w.len() != 64 {
         return None;
     }
-    let mut out = [0u8; 32];
+    let mut out = Zeroizing::new([0u8; 32]);
     for (o, pair) in out.iter_mut().zip(w.chunks_exact(2)) {
-        let hi = (pair[0] as char).to_digit(16);
-        let lo = (pair[1] as char).to_digit(16);
-        match (hi, lo) {
-            (Some(h), Some(l)) => *o = (h << 4 | l) as u8,
-            _ => {
-                out.zeroize();
-                return None;
-            }
-        }
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        *o = (hi << 4 | lo) as u8;
     }
     Some(out)
 }
@@ -470,6 +500,32 @@ mod tests {
     }
 
     #[test]
+    fn key_file_access_is_postgresqls_rule_for_private_keys() {
+        use KeyFileAccess::*;
+        const REG: u32 = 0o100_000; // S_IFREG: st_mode carries the file type too
+        let pg = 999;
+        for (uid, mode, want) in [
+            (pg, 0o600, Allowed),
+            (pg, 0o400, Allowed),
+            (pg, 0o640, Exposed),
+            (pg, 0o604, Exposed),
+            (pg, 0o644, Exposed),
+            (pg, 0o660, Exposed),
+            (pg, 0o700, Allowed),
+            (pg, 0o610, Exposed),
+            (0, 0o600, Allowed),
+            (0, 0o640, Allowed),
+            (0, 0o644, Exposed),
+            (0, 0o660, Exposed),
+            (0, 0o650, Exposed),
+            (65534, 0o600, WrongOwner),
+            (65534, 0o644, WrongOwner),
+        ] {
+            assert_eq!(key_file_access(uid, pg, REG | mode), want, "uid {uid} mode {mode:o}");
+        }
+    }
+
+    #[test]
     fn errors_never_quote_the_file() {
         for bad in [format!("1 {HEX_A}x"), format!("1 {HEX_A} {HEX_B}"), format!("99 {HEX_A}")] {
             let e = KeyRing::parse(bad.as_bytes()).err().unwrap().to_string();
@@ -485,6 +541,30 @@ mod tests {
         assert_eq!(f[0].len(), 8);
         assert_eq!(f[0], f[2], "the same secret under two versions");
         assert_ne!(f[0], f[1]);
+    }
+
+    /// Known answers, the same as pg_test/expected/public_ids.out's (and, for the UUID under key
+    /// 1, computed by an independent FF1 in Python during review).
+    #[test]
+    fn known_answers() {
+        let r = ring(&format!("1 {HEX_A} encode"));
+        let k = r.encoder().unwrap();
+        for (id, token) in [
+            (0, "1R0C92F204YBBEK5Q8JD"),
+            (1, "1NMSN1GXNZKZS1FYCJ27"),
+            (i64::MAX, "1T3Y32TKP81ANT3MG024"),
+            (252_969_121_090_637_507, "193AEE1MKXN1XP4BAED6"),
+        ] {
+            assert_eq!(&snowflake_token(k, id, b""), token.as_bytes(), "{id}");
+        }
+        assert_eq!(&snowflake_token(k, 42, b"tenant-a"), b"1FN204MGVWKRPCXM0GTG");
+        let rfc: [u8; 16] =
+            [0x01, 0x7f, 0x22, 0xe2, 0x79, 0xb0, 0x7c, 0xc3, 0x98, 0xc4, 0xdc, 0x0c, 0x0c, 0x07, 0x39, 0x8f];
+        let hex = |u: [u8; 16]| u.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(uuid_to_public(k, &rfc, b"").unwrap()), "87e8bdc86bb34795944fc25d1aaec76a");
+        let r2 = ring(&format!("2 {HEX_B} encode"));
+        assert_eq!(hex(uuid_to_public(r2.encoder().unwrap(), &rfc, b"").unwrap()), "a7cd6cb4d2c64293af42bd603c03242f");
+        assert_eq!(&snowflake_token(r2.encoder().unwrap(), 252_969_121_090_637_507, b""), b"2DPJ9WPD0QWC593MXBC1");
     }
 
     #[test]
@@ -686,6 +766,18 @@ mod tests {
             let p = uuid_to_public(k, &u, &context).unwrap();
             prop_assert_eq!(version_of(u128::from_be_bytes(p)), Some(4));
             prop_assert_eq!(uuid_from_public(k, &p, &context), Ok(u));
+        }
+
+        #[test]
+        fn tokens_decode_in_any_case(id in 0..=i64::MAX, flips in any::<u32>()) {
+            let r = one_key();
+            let mut t = snowflake_token(r.encoder().unwrap(), id, b"");
+            for (i, c) in t.iter_mut().enumerate() {
+                if flips >> i & 1 == 1 {
+                    *c = c.to_ascii_lowercase();
+                }
+            }
+            prop_assert_eq!(snowflake_from_token(&r, &t, b""), Ok(id));
         }
 
         #[test]
