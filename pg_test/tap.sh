@@ -3,15 +3,16 @@
 # with Debian's postgresql-server-dev-15): pg_upgrade and dump/restore between majors, the
 # recorded id space, failover. Expects snowflake_id installed into every major named below.
 #
-#   pg_test/tap.sh                      # SFID_FROM="15 17" SFID_TO=18 SFID_FAILOVER="15 18"
+#   pg_test/tap.sh                      # SFID_FROM="15 17" SFID_TO=18 SFID_FAILOVER="15 18" SFID_FLEET=18
+#   TAP_TESTS=t/004_fleet.pl pg_test/tap.sh   # one test
 #
 # Prints prove's summary and "TAP: N passed, N failed"; exits non-zero on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
-export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}"
+export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}" SFID_FLEET="${SFID_FLEET:-18}"
 # The wheel's trees throughout (see scripts/setup.sh for why not Debian's 15), each with the
 # extension built for its major.
-for v in $SFID_FROM $SFID_TO $SFID_FAILOVER; do
+for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET; do
   export "SFID_PG$v=$(wheel_prefix "$v")"
   if [ "$(wheel_prefix "$v")" != "$(pg_prefix "$v")" ]; then copy_extension "$(pg_prefix "$v")" "$(wheel_prefix "$v")"; fi
 done
@@ -27,8 +28,8 @@ $SUDO chown -R postgres:postgres "$dir"
 out="$(mktemp)"
 rc=0
 as_postgres env TESTDIR="$dir" PG_REGRESS="$PG_REGRESS" SFID_FROM="$SFID_FROM" SFID_TO="$SFID_TO" \
-  SFID_FAILOVER="$SFID_FAILOVER" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
-  bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' t/*.pl" 2>&1 | tee "$out" || rc=$?
+  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
+  bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
 passed="$(grep -cE '^ok [0-9]+' "$out" || true)" failed="$(grep -cE '^not ok [0-9]+' "$out" || true)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a test died before its plan ended
 if [ "$rc" -ne 0 ]; then

@@ -36,6 +36,11 @@ pub fn real_now_unix_ms() -> i64 {
     system_now_unix_ns().div_euclid(NS_PER_MS)
 }
 
+/// `CLOCK_REALTIME` in microseconds, never shifted: what the fleet check compares across servers.
+pub fn real_unix_us() -> i64 {
+    system_now_unix_ns().div_euclid(NS_PER_US)
+}
+
 /// `clock_gettime(CLOCK_REALTIME)`, straight from libc.
 #[inline]
 fn system_now_unix_ns() -> i64 {

@@ -16,6 +16,7 @@ mod api;
 mod clock;
 pub mod core;
 mod errors;
+mod fleet;
 mod generate;
 mod guc;
 mod keys;

@@ -77,8 +77,8 @@ fn mint_owned_fast() -> Option<i64> {
         for _ in 0..4 {
             let now = crate::clock::now_unix_ns();
             let (_, now_tick) = tl.word_at(now).ok()?;
-            let hinted = HINT_TICK.load(Ordering::Relaxed) == now_tick
-                && HINT_GENERATION.load(Ordering::Relaxed) == generation;
+            let hinted =
+                HINT_TICK.load(Ordering::Relaxed) == now_tick && HINT_GENERATION.load(Ordering::Relaxed) == generation;
             let from = if hinted { HINT_POSITION.load(Ordering::Relaxed) } else { 0 };
             let ((position, shard), slot) = pick_from(set, from, now_tick, tl.low_bits)
                 // Nothing with room after the hint: every shard is full in this tick, and the

@@ -7,6 +7,7 @@
 
 pub mod cycle_clock;
 pub mod ff1;
+pub mod fleet;
 pub mod layout;
 pub mod monotonic;
 pub mod public;

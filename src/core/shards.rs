@@ -121,7 +121,12 @@ impl ShardSet {
             }
             left -= n;
         }
-        Some(r[first.min(r.len())..].iter().enumerate().flat_map(move |(i, &(lo, hi))| (if i == 0 { start } else { lo })..=hi))
+        Some(
+            r[first.min(r.len())..]
+                .iter()
+                .enumerate()
+                .flat_map(move |(i, &(lo, hi))| (if i == 0 { start } else { lo })..=hi),
+        )
     }
 
     /// How many shards a list holds (`None` for `*`).

@@ -1,0 +1,98 @@
+//! The fleet check (`crate::core::fleet` for the rules, `crate::fleet` for the connections).
+//!
+//! - `snowflake_fleet_info()`: this server's facts as `jsonb`. VOLATILE (it reads the clock and
+//!   the counters), PARALLEL SAFE (it only reads shared memory). Granted to `pg_monitor`, like the
+//!   statistics it summarises.
+//! - `snowflake_fleet_check(peers, max_skew, timeout)`: connects to each peer and reports one row
+//!   per server and check. VOLATILE, and PARALLEL UNSAFE: it opens connections. Superusers only:
+//!   it makes the server connect where it is told, with the server's own identity where a
+//!   connection string names no password (peer or trust authentication, the server user's
+//!   `.pgpass`), as `dblink` does for superusers.
+
+use std::time::Duration;
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+use crate::core::fleet::{self, Limits, Reached};
+use crate::{errors, fleet as glue, shmem};
+
+/// This server's facts for the fleet check.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_fleet_info() -> Result<pgrx::JsonB, ErrorReport> {
+    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
+    let info = glue::local_info();
+    serde_json::to_value(info).map(pgrx::JsonB).map_err(|e| {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("could not describe this server: {e}"),
+            "snowflake_id",
+        )
+    })
+}
+
+fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
+    let us = i64::from(i.days()).checked_mul(86_400_000_000).and_then(|d| d.checked_add(i.micros()));
+    match us {
+        Some(us) if i.months() == 0 && us >= 0 => Ok(us),
+        _ => Err(ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{name} must be a non-negative interval of days, hours and smaller units"),
+            "snowflake_id",
+        )),
+    }
+}
+
+/// Checks this server and `peers` (libpq connection strings) for overlapping shards, clones,
+/// layouts, clock skew and reservations: one row per server and check, `ok` when it passed.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_fleet_check(
+    peers: Vec<String>,
+    max_skew: default!(Interval, "'50 ms'"),
+    timeout: default!(Interval, "'5 s'"),
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(peer, String),
+            name!(check, String),
+            name!(ok, bool),
+            name!(detail, String),
+            name!(figures, pgrx::JsonB),
+        ),
+    >,
+    ErrorReport,
+> {
+    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
+    let limits = Limits { max_skew_us: micros(max_skew, "max_skew")?, ..Limits::default() };
+    let timeout = Duration::from_micros(micros(timeout, "timeout")?.unsigned_abs());
+    if peers.len() > 256 {
+        return Err(ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{} peers are more than one check asks (256)", peers.len()),
+            "snowflake_id",
+        ));
+    }
+    let mut labels = vec!["(this server)".to_owned()];
+    let mut servers = vec![Reached::Yes(glue::local_info(), None)];
+    for p in &peers {
+        labels.push(glue::label(p));
+        servers.push(glue::ask(p, timeout));
+    }
+    let rows = fleet::judge(&labels, &servers, &limits)
+        .into_iter()
+        .map(|f| (labels[f.server].clone(), f.check.to_owned(), f.ok, f.detail, pgrx::JsonB(f.figures)))
+        .collect::<Vec<_>>();
+    Ok(TableIterator::new(rows))
+}
+
+extension_sql!(
+    r#"
+REVOKE ALL ON FUNCTION snowflake_fleet_info() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_fleet_info() TO pg_monitor;
+REVOKE ALL ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM PUBLIC;
+"#,
+    name = "fleet_grants",
+    requires = [snowflake_fleet_info, snowflake_fleet_check]
+);
