@@ -16,6 +16,12 @@ for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET; do
   export "SFID_PG$v=$(wheel_prefix "$v")"
   if [ "$(wheel_prefix "$v")" != "$(pg_prefix "$v")" ]; then copy_extension "$(pg_prefix "$v")" "$(wheel_prefix "$v")"; fi
 done
+# Citus for t/005_citus.pl, built into the fleet major's tree; the test skips without it.
+# With the tarball present, a failed build fails the test instead of skipping it.
+export SFID_CITUS=no
+if [ "$SFID_FLEET" -ge 16 ] && citus_tarball >/dev/null; then
+  if build_citus "$(wheel_prefix "$SFID_FLEET")"; then SFID_CITUS=yes; else SFID_CITUS=build-failed; fi
+fi
 perl_lib=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
 export PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
 
@@ -28,7 +34,7 @@ $SUDO chown -R postgres:postgres "$dir"
 out="$(mktemp)"
 rc=0
 as_postgres env TESTDIR="$dir" PG_REGRESS="$PG_REGRESS" SFID_FROM="$SFID_FROM" SFID_TO="$SFID_TO" \
-  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
+  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
   bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
 passed="$(grep -cE '^ok [0-9]+' "$out" || true)" failed="$(grep -cE '^not ok [0-9]+' "$out" || true)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a test died before its plan ended

@@ -41,6 +41,32 @@ copy_extension() {
   $SUDO install -m 0644 "$("$from" --sharedir)"/extension/snowflake_id* "$("$to" --sharedir)/extension/"
 }
 
+# The Citus source release the multi-node tests build, if this machine has it: $CITUS_TARBALL, or
+# the vendored copy beside the repository (../shared/vendor). Never part of the repository.
+citus_tarball() {
+  local t
+  for t in "${CITUS_TARBALL:-}" "$REPO_ROOT/../shared/vendor/citus-14.0.1.tar.gz" /work/shared/vendor/citus-14.0.1.tar.gz; do
+    if [ -n "$t" ] && [ -f "$t" ]; then echo "$t"; return 0; fi
+  done
+  return 1
+}
+
+# build_citus PREFIX: builds and installs Citus from citus_tarball into the PostgreSQL at PREFIX
+# (about 30 s), unless that build is there already. Fails if there is no tarball.
+build_citus() {
+  local prefix="$1" tarball tmp
+  tarball="$(citus_tarball)" || return 1
+  if [ -f "$prefix/lib/citus.so" ] && [ -f "$prefix/.citus-$(basename "$tarball")" ]; then return 0; fi
+  log "building Citus from $(basename "$tarball") into $prefix"
+  tmp="$(mktemp -d)"
+  tar -xzf "$tarball" -C "$tmp"
+  (cd "$tmp"/citus-* && ./configure PG_CONFIG="$prefix/bin/pg_config" --without-libcurl >"$tmp/configure.log" 2>&1 \
+     && make -j2 >"$tmp/make.log" 2>&1 && $SUDO make install >"$tmp/install.log" 2>&1) \
+    || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
+  $SUDO touch "$prefix/.citus-$(basename "$tarball")"
+  rm -rf "$tmp"
+}
+
 # Runs a command as the postgres user, in a directory it can read.
 as_postgres() {
   if [ "$(id -un)" = postgres ]; then

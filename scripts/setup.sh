@@ -11,7 +11,10 @@ PG_VERSIONS="${PG_VERSIONS:-15}"
 
 setup_apt() {
   # libipc-run-perl: PostgreSQL's TAP framework (the multi-node tests); perl ships prove.
-  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl) missing=()
+  # liblz4-dev, libzstd-dev, libkrb5-dev: building Citus for the multi-node tests (the wheel's
+  # server headers include GSSAPI's).
+  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl
+              liblz4-dev libzstd-dev libkrb5-dev) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
