@@ -94,6 +94,7 @@ my @peers = map { dsn($node{$_}) } qw(b c);
 my $peers = "ARRAY['" . join("', '", @peers) . "']";
 my $check = "SELECT peer, \"check\", ok, detail FROM snowflake_fleet_check($peers)";
 my $rows = $node{a}->safe_psql('postgres', $check);
+note("the fleet check of a healthy fleet:\n$rows");
 is($node{a}->safe_psql('postgres', "SELECT count(*) FILTER (WHERE NOT ok) || ' of ' || count(*) FROM snowflake_fleet_check($peers)"),
 	'0 of 24', 'a healthy fleet: only ok rows, 8 checks for each of 3 servers') or diag($rows);
 my $skew_us = $node{a}->safe_psql('postgres', qq{
