@@ -285,3 +285,39 @@ if awk -v a="$upk_mb" -v l="$limit_mb" -v b="$rpk_mb" 'BEGIN { exit !(a <= l && 
 else
   fail "uuidv7: index of ${upk_mb} MiB (limit ${limit_mb} MiB, random UUIDs ${rpk_mb} MiB)"
 fi
+
+# --- Converting a busy table, then dumping and restoring it ----------------------------------
+log "conversion: a bigserial table converted while 4 clients insert, then pg_dump and pg_restore"
+server_set snowflake_id.shards "0-7"
+q -c "CREATE TABLE busy (id bigserial PRIMARY KEY, client int NOT NULL)" \
+  -c "CREATE TABLE busy_identity (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, client int NOT NULL)" \
+  -c "INSERT INTO busy (client) SELECT 0 FROM generate_series(1, 1000)" \
+  -c "INSERT INTO busy_identity (client) SELECT 0 FROM generate_series(1, 1000)" >/dev/null
+tmpl=""
+for i in $(seq 1 400); do tmpl+="INSERT INTO busy (client) VALUES (:c); INSERT INTO busy_identity (client) VALUES (:c);"$'\n'; done
+run_clients 4 "$tmpl" >"$OUT/busy.clients" 2>&1 &
+clients=$!
+sleep 0.5
+conv="$(q -c "SET lock_timeout = '5s'" -c "SELECT count(*) FROM snowflake_convert('busy', 'id')" -c "SELECT count(*) FROM snowflake_convert('busy_identity', 'id', drop_sequence => true)" 2>&1 | tr '\n' ' ')"
+if wait "$clients"; then pass "conversion: 4 clients inserting throughout, no error (converted with: $conv)"; else cat "$OUT/busy.clients"; fail "conversion: a client failed during the conversion"; fi
+check "conversion: every row landed with a distinct id; old ids kept, the ones after snowflake ids of this server's shards" "2600|2600|t|t" \
+  "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id <= 2000 OR snowflake_shard(id) BETWEEN 0 AND 7), count(*) FILTER (WHERE id > 2000) > 0 FROM busy")"
+check "conversion: the identity table too" "2600|2600|t" \
+  "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id <= 2000 OR snowflake_shard(id) BETWEEN 0 AND 7) FROM busy_identity")"
+dump="$OUT/converted.dump"
+"$(pg_bin "$V")/pg_dump" -Fc -d sfid_cluster -t busy -t busy_identity -t busy_id_seq -f "$dump"
+psql -X -q -c "DROP DATABASE IF EXISTS sfid_restored" -c "CREATE DATABASE sfid_restored" >/dev/null
+psql -X -q -d sfid_restored -c "CREATE EXTENSION snowflake_id" >/dev/null
+if "$(pg_bin "$V")/pg_restore" --exit-on-error -d sfid_restored "$dump" 2>"$OUT/restore.err"; then
+  pass "conversion: pg_restore of the converted tables and the kept sequence succeeds"
+else
+  cat "$OUT/restore.err"
+  fail "conversion: pg_restore failed"
+fi
+check "conversion: restored, the defaults are still snowflake_next() and mint above every restored id" "t|t|t" \
+  "$(psql -X -q -A -t -d sfid_restored -c "WITH i AS (INSERT INTO busy (client) VALUES (9) RETURNING id)
+     SELECT (SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'busy'::regclass) LIKE '%snowflake_next()%',
+            (SELECT id FROM i) > (SELECT max(id) FROM busy), nextval('busy_id_seq') > 1000" 2>&1)"
+psql -X -q -c "DROP DATABASE sfid_restored" >/dev/null
+q -c "DROP TABLE busy, busy_identity" >/dev/null
+server_reset snowflake_id.shards

@@ -94,7 +94,7 @@ pad_ids() { awk -F'|' '{ s = $1; while (length(s) < 19) s = "0" s; print s "|" $
 
 if want regress; then
   log "pg_regress on PostgreSQL $V"
-  for t in snowflake uuidv7 uuidv7_api id_space text_forms; do regress "$t"; done
+  for t in snowflake uuidv7 uuidv7_api id_space text_forms convert; do regress "$t"; done
   # public_ids rewrites the key file with COPY, which keeps the mode of a file that exists.
   as_postgres install -m 0600 /dev/null "$DATA/snowflake_id.keys"
   regress public_ids

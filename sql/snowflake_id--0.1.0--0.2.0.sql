@@ -97,3 +97,13 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_fleet_check_wrapper';
 REVOKE ALL ON FUNCTION snowflake_fleet_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_fleet_info() TO pg_monitor;
 REVOKE ALL ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM PUBLIC;
+
+-- Converting existing bigserial and identity columns to DEFAULT snowflake_next(), and back.
+CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
+RETURNS SETOF text
+LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
+CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
+RETURNS SETOF text
+LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';

@@ -1,6 +1,7 @@
 //! The SQL surface: `#[pg_extern]` glue only. Each function parses its arguments, calls the
 //! core, and maps errors through `crate::errors`.
 
+pub mod convert;
 pub mod fleet;
 pub mod layout;
 pub mod public;
