@@ -92,7 +92,7 @@ STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_fleet_info_wrapper';
 CREATE FUNCTION snowflake_fleet_check(peers text[], max_skew interval DEFAULT '50 ms', timeout interval DEFAULT '5 s')
 RETURNS TABLE (peer text, "check" text, ok boolean, detail text, figures jsonb)
-STRICT VOLATILE PARALLEL UNSAFE
+VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_fleet_check_wrapper';
 REVOKE ALL ON FUNCTION snowflake_fleet_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_fleet_info() TO pg_monitor;

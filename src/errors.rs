@@ -204,6 +204,17 @@ pub fn no_owned_shards() -> ErrorReport {
     .set_hint("Give each server its own shards, one line in its postgresql.conf (from configuration management, never in a migration), for example snowflake_id.shards = '0-7', then SELECT pg_reload_conf().")
 }
 
+/// `snowflake_next()` minting for `default_shard` on a server whose list is `*` (a WARNING).
+pub fn default_shard_without_shards(shard: i64) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("snowflake_next() mints for snowflake_id.default_shard ({shard}) on a server whose snowflake_id.shards is \"*\""),
+        FUNC,
+    )
+    .set_detail("That is snowflake_id 0.1.0's configuration, kept working. Without a shard list, nothing stops another server from minting for the same shard.")
+    .set_hint(format!("Give this server its shards in postgresql.conf, for example snowflake_id.shards = '{shard}', then SELECT pg_reload_conf()."))
+}
+
 /// `snowflake_next()` while no shard is assigned (a list that did not parse closed the fence).
 pub fn no_shard_assigned(allowed: &str) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "no shard is assigned to this server", FUNC)

@@ -16,8 +16,23 @@
 //! what is missing. No contrib module is needed: `dblink` would have to be installed in every
 //! database that runs the check, and could not wait on the latch for us.
 //!
-//! **What a peer is asked:** its clock, five times (`clock_timestamp()`, core SQL), and then
-//! `snowflake_fleet_info()` in the schema where its snowflake_id lives. Nothing else runs there.
+//! **What a peer is asked:** its clock, five times (`clock_timestamp()`, core SQL), the schema of
+//! its snowflake_id, and then that schema's `snowflake_fleet_info()`: one fixed statement at a
+//! time, sent with `PQsendQueryParams` (so never two statements), under `search_path =
+//! pg_catalog` (so no role's function or operator on the peer can stand in for a built-in), the
+//! schema name quoted here, not by the peer. A reply is refused, and the connection closed, if it
+//! is not one row of at most 64 KiB, or is anything but rows (a peer answering with a COPY, say).
+//! libpq's notices from the peer are dropped, never written to this server's log.
+//!
+//! **What cannot be bounded:** libpq resolves a host name with `getaddrinfo` inside
+//! `PQconnectPoll`, which blocks (the resolver's own timeout, 5 s a try by default) and cannot be
+//! cancelled; so can Kerberos negotiation. Give peers as addresses (`hostaddr=`) where that
+//! matters. A peer may name one host only, so that one entry is one server and one lookup.
+//!
+//! **Who may connect how:** a superuser, as the server (peer or trust authentication, the server
+//! user's `.pgpass`); any other role granted the function only with a password that the peer
+//! actually asked for (`PQconnectionUsedPassword`), as `dblink` requires, so that a grant cannot
+//! borrow the server's own identity.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -50,6 +65,8 @@ pub fn local_info() -> ServerInfo {
         reserved_until_unix_ms: shmem::reserved_until(),
         clock_unix_us: clock::real_unix_us(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        // SAFETY: plain reads of globals the postmaster set at start, inherited by every backend.
+        instance: format!("{sysid}-{}-{}", unsafe { pg_sys::PostmasterPid }, unsafe { pg_sys::PgStartTime }),
     }
 }
 
@@ -108,6 +125,8 @@ const PGRES_POLLING_READING: c_int = 1;
 const PGRES_POLLING_WRITING: c_int = 2;
 const PGRES_POLLING_OK: c_int = 3;
 const PGRES_TUPLES_OK: c_int = 2;
+/// The most a peer's answer may hold.
+const MAX_VALUE_BYTES: c_int = 64 * 1024;
 
 /// The libpq functions the check calls.
 struct Libpq {
@@ -117,7 +136,24 @@ struct Libpq {
     error_message: unsafe extern "C" fn(*const PGconn) -> *const c_char,
     socket: unsafe extern "C" fn(*const PGconn) -> c_int,
     set_nonblocking: unsafe extern "C" fn(*mut PGconn, c_int) -> c_int,
-    send_query: unsafe extern "C" fn(*mut PGconn, *const c_char) -> c_int,
+    #[allow(clippy::type_complexity)]
+    send_query_params: unsafe extern "C" fn(
+        *mut PGconn,
+        *const c_char,
+        c_int,
+        *const pg_sys::Oid,
+        *const *const c_char,
+        *const c_int,
+        *const c_int,
+        c_int,
+    ) -> c_int,
+    set_notice_processor: unsafe extern "C" fn(
+        *mut PGconn,
+        Option<unsafe extern "C" fn(*mut c_void, *const c_char)>,
+        *mut c_void,
+    ) -> *mut c_void,
+    connection_used_password: unsafe extern "C" fn(*const PGconn) -> c_int,
+    getlength: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
     flush: unsafe extern "C" fn(*mut PGconn) -> c_int,
     consume_input: unsafe extern "C" fn(*mut PGconn) -> c_int,
     is_busy: unsafe extern "C" fn(*mut PGconn) -> c_int,
@@ -183,7 +219,10 @@ fn load_libpq() -> Result<Libpq, String> {
         error_message: sym!("PQerrorMessage"),
         socket: sym!("PQsocket"),
         set_nonblocking: sym!("PQsetnonblocking"),
-        send_query: sym!("PQsendQuery"),
+        send_query_params: sym!("PQsendQueryParams"),
+        set_notice_processor: sym!("PQsetNoticeProcessor"),
+        connection_used_password: sym!("PQconnectionUsedPassword"),
+        getlength: sym!("PQgetlength"),
         flush: sym!("PQflush"),
         consume_input: sym!("PQconsumeInput"),
         is_busy: sym!("PQisBusy"),
@@ -201,12 +240,14 @@ fn load_libpq() -> Result<Libpq, String> {
     })
 }
 
+/// A copy of a libpq string, at most 1 KiB of it (an error message is the peer's to choose).
 fn text(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
     // SAFETY: libpq returns NUL-terminated strings it owns; we copy at once.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().trim_end().to_owned()
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).trim_end().to_owned()
 }
 
 /// A connection, finished when dropped (on every path, an ERROR's unwinding included).
@@ -240,7 +281,8 @@ fn wait_socket(c: &Conn<'_>, writable: bool) -> Result<(), String> {
             | pg_sys::WL_TIMEOUT
             | pg_sys::WL_EXIT_ON_PM_DEATH
             | if writable { pg_sys::WL_SOCKET_WRITEABLE } else { pg_sys::WL_SOCKET_READABLE };
-        let ms = left.as_millis().clamp(1, i64::MAX as u128) as std::ffi::c_long;
+        // WaitEventSetWait takes at most INT_MAX milliseconds.
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
         // SAFETY: a plain wait on this backend's latch and the connection's socket.
         let got =
             unsafe { pg_sys::WaitLatchOrSocket(pg_sys::MyLatch, events as c_int, sock, ms, pg_sys::PG_WAIT_EXTENSION) };
@@ -255,11 +297,20 @@ fn wait_socket(c: &Conn<'_>, writable: bool) -> Result<(), String> {
     }
 }
 
-/// Connects to `conninfo` in non-blocking mode within the deadline.
+/// Drops what a peer's libpq says in notices: they must not reach this server's log unfiltered.
+unsafe extern "C" fn ignore_notice(_arg: *mut c_void, _message: *const c_char) {}
+
+/// Connects to `conninfo` in non-blocking mode within the deadline, with `search_path =
+/// pg_catalog` on the peer. A role that is not a superuser must have been asked for a password.
 fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<'a>, String> {
     let dsn = CString::new(conninfo).map_err(|_| "the connection string holds a NUL byte".to_owned())?;
-    let keys = [c"dbname".as_ptr(), c"application_name".as_ptr(), std::ptr::null()];
-    let values = [dsn.as_ptr(), c"snowflake_id fleet check".as_ptr(), std::ptr::null()];
+    if options(pq, conninfo)?.iter().any(|(k, v, _)| (k == "host" || k == "hostaddr") && v.contains(',')) {
+        return Err("it names more than one host; a peer is one server, one host".into());
+    }
+    // Later keywords win over the same ones inside the expanded connection string.
+    let keys = [c"dbname".as_ptr(), c"application_name".as_ptr(), c"options".as_ptr(), std::ptr::null()];
+    let values =
+        [dsn.as_ptr(), c"snowflake_id fleet check".as_ptr(), c"-c search_path=pg_catalog".as_ptr(), std::ptr::null()];
     // SAFETY: NULL-terminated keyword and value arrays; expand_dbname = 1 reads dbname as a
     // connection string, as dblink does.
     let conn = unsafe { (pq.connect_start_params)(keys.as_ptr(), values.as_ptr(), 1) };
@@ -267,6 +318,8 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
         return Err("libpq could not allocate a connection".into());
     }
     let c = Conn { pq, conn, deadline };
+    // SAFETY: a connection just started; the processor is a plain function.
+    unsafe { (pq.set_notice_processor)(c.conn, Some(ignore_notice), std::ptr::null_mut()) };
     // SAFETY: a connection just started.
     if unsafe { (pq.status)(c.conn) } == CONNECTION_BAD {
         return Err(text(unsafe { (pq.error_message)(c.conn) }));
@@ -282,6 +335,10 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
         // SAFETY: polling the connection being made.
         poll = unsafe { (pq.connect_poll)(c.conn) };
     }
+    // SAFETY: reading the state of a connected connection.
+    if !unsafe { pg_sys::superuser() } && unsafe { (pq.connection_used_password)(c.conn) } == 0 {
+        return Err("a role that is not a superuser must connect with a password the peer asks for".into());
+    }
     // SAFETY: a connected connection.
     if unsafe { (pq.set_nonblocking)(c.conn, 1) } != 0 {
         return Err(text(unsafe { (pq.error_message)(c.conn) }));
@@ -289,11 +346,27 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
     Ok(c)
 }
 
-/// Runs one query and returns its first row's first column (`None` for no row or NULL).
-fn query(c: &Conn<'_>, sql: &CStr) -> Result<Option<String>, String> {
+/// Runs one fixed statement (with one text parameter if `param` is given) and returns its row's
+/// first column: `None` for no row or NULL. Anything but at most one row of at most
+/// [`MAX_VALUE_BYTES`] is an error, after which the caller closes the connection.
+fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String>, String> {
     let pq = c.pq;
-    // SAFETY: a connected, non-blocking connection with no query in progress.
-    if unsafe { (pq.send_query)(c.conn, sql.as_ptr()) } == 0 {
+    let values = [param.map_or(std::ptr::null(), CStr::as_ptr)];
+    // SAFETY: a connected, non-blocking connection with no query in progress; the parameter
+    // array holds `n` valid C strings (text format, types left to the server).
+    let sent = unsafe {
+        (pq.send_query_params)(
+            c.conn,
+            sql.as_ptr(),
+            c_int::from(param.is_some()),
+            std::ptr::null(),
+            values.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+        )
+    };
+    if sent == 0 {
         return Err(text(unsafe { (pq.error_message)(c.conn) }));
     }
     // Flush what could not be sent at once.
@@ -306,8 +379,8 @@ fn query(c: &Conn<'_>, sql: &CStr) -> Result<Option<String>, String> {
         }
     }
     let mut value = None;
-    let mut failure = None;
-    loop {
+    // One statement gives one result, then NULL; a peer that sends more is refused.
+    for _ in 0..2 {
         // SAFETY: reading what the peer sent; PQisBusy says whether a result is complete.
         while unsafe { (pq.is_busy)(c.conn) } != 0 {
             wait_socket(c, false)?;
@@ -315,57 +388,86 @@ fn query(c: &Conn<'_>, sql: &CStr) -> Result<Option<String>, String> {
                 return Err(text(unsafe { (pq.error_message)(c.conn) }));
             }
         }
-        // SAFETY: a complete result, or NULL when the query is done.
+        // SAFETY: a complete result, or NULL when the statement is done.
         let res = unsafe { (pq.get_result)(c.conn) };
         if res.is_null() {
-            break;
+            return Ok(value);
         }
-        // SAFETY: reading then clearing a result we own.
-        unsafe {
-            if (pq.result_status)(res) == PGRES_TUPLES_OK {
-                if (pq.ntuples)(res) > 0 && (pq.getisnull)(res, 0, 0) == 0 {
-                    value = Some(text((pq.getvalue)(res, 0, 0)));
+        // SAFETY: reading then clearing a result we own; a value is copied only within the cap.
+        let outcome = unsafe {
+            let status = (pq.result_status)(res);
+            let r = if status != PGRES_TUPLES_OK {
+                let e = text((pq.result_error_message)(res));
+                Err(if e.is_empty() {
+                    format!("it answered with something other than rows (result status {status})")
+                } else {
+                    e
+                })
+            } else if value.is_some() || (pq.ntuples)(res) > 1 {
+                Err("it answered with more than one row".to_owned())
+            } else if (pq.ntuples)(res) == 1 && (pq.getisnull)(res, 0, 0) == 0 {
+                if (pq.getlength)(res, 0, 0) > MAX_VALUE_BYTES {
+                    Err(format!("its answer is larger than {MAX_VALUE_BYTES} bytes"))
+                } else {
+                    Ok(Some(text((pq.getvalue)(res, 0, 0))))
                 }
             } else {
-                failure = Some(text((pq.result_error_message)(res)));
-            }
+                Ok(None)
+            };
             (pq.clear)(res);
-        }
+            r
+        };
+        value = outcome?;
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(value),
-    }
+    Err("it answered with more than one result".into())
 }
 
-/// A peer's label: its connection string without the password.
-pub fn label(conninfo: &str) -> String {
-    let Ok(pq) = libpq() else { return conninfo.chars().take(200).collect() };
-    let Ok(dsn) = CString::new(conninfo) else { return "(a connection string with a NUL byte)".into() };
+/// Quotes a schema name here, whatever the peer sent.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The (keyword, value, dispchar) options of a connection string, parsed by libpq.
+fn options(pq: &Libpq, conninfo: &str) -> Result<Vec<(String, String, String)>, String> {
+    let dsn = CString::new(conninfo).map_err(|_| "the connection string holds a NUL byte".to_owned())?;
     let mut err = std::ptr::null_mut();
     // SAFETY: PQconninfoParse returns an array ending in a NULL keyword, or NULL with an error
     // message we free.
     let opts = unsafe { (pq.conninfo_parse)(dsn.as_ptr(), &mut err) };
     if opts.is_null() {
+        let why = text(err);
         if !err.is_null() {
             unsafe { (pq.freemem)(err.cast()) };
         }
-        return "(a connection string libpq cannot parse)".into();
+        return Err(format!("libpq cannot parse the connection string: {why}"));
     }
-    let mut parts = Vec::new();
+    let mut out = Vec::new();
     let mut p = opts;
     // SAFETY: walking the array up to its terminator, copying what we keep.
     unsafe {
         while !(*p).keyword.is_null() {
-            let key = text((*p).keyword);
-            if !(*p).val.is_null() && key != "password" {
-                parts.push(format!("{key}={}", text((*p).val)));
+            if !(*p).val.is_null() {
+                out.push((text((*p).keyword), text((*p).val), text((*p).dispchar)));
             }
             p = p.add(1);
         }
         (pq.conninfo_free)(opts);
     }
-    parts.join(" ")
+    Ok(out)
+}
+
+/// A peer's label: its connection string without the options libpq marks secret (passwords).
+pub fn label(conninfo: &str) -> String {
+    let Ok(pq) = libpq() else { return "(a peer: libpq is not available to read its connection string)".into() };
+    match options(pq, conninfo) {
+        Ok(opts) => opts
+            .into_iter()
+            .filter(|(_, _, dispchar)| dispchar != "*")
+            .map(|(k, v, _)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(_) => "(a connection string libpq cannot parse)".into(),
+    }
 }
 
 /// Asks one peer: its clock five times, then its facts. Never raises for the peer's sake (only a
@@ -383,7 +485,8 @@ pub fn ask(conninfo: &str, timeout: Duration) -> Reached {
     let mut samples = Vec::with_capacity(5);
     for _ in 0..5 {
         let sent_us = clock::real_unix_us();
-        let peer = query(&c, c"SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8");
+        let peer =
+            query(&c, c"SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8", None);
         let received_us = clock::real_unix_us();
         match peer.map(|v| v.and_then(|v| v.parse::<i64>().ok())) {
             Ok(Some(peer_us)) => samples.push(Sample { sent_us, peer_us, received_us }),
@@ -393,16 +496,18 @@ pub fn ask(conninfo: &str, timeout: Duration) -> Reached {
     }
     let schema = match query(
         &c,
-        c"SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake_id'",
+        c"SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1",
+        Some(c"snowflake_id"),
     ) {
         Ok(Some(s)) => s,
         Ok(None) => return Reached::NoExtension("snowflake_id is not installed in that database".into()),
         Err(e) => return Reached::No(e),
     };
-    let Ok(sql) = CString::new(format!("SELECT {schema}.snowflake_fleet_info()::text")) else {
+    let Ok(sql) = CString::new(format!("SELECT {}.snowflake_fleet_info()::pg_catalog.text", quote_ident(&schema)))
+    else {
         return Reached::NoExtension("its schema name holds a NUL byte".into());
     };
-    let info = match query(&c, &sql) {
+    let info = match query(&c, &sql, None) {
         Ok(Some(j)) => j,
         Ok(None) => return Reached::NoExtension("snowflake_fleet_info() returned nothing".into()),
         Err(e) => return Reached::NoExtension(format!("snowflake_fleet_info() failed there: {e}")),

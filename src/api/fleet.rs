@@ -46,11 +46,12 @@ fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
 
 /// Checks this server and `peers` (libpq connection strings) for overlapping shards, clones,
 /// layouts, clock skew and reservations: one row per server and check, `ok` when it passed.
+/// Not STRICT: a NULL argument is an error (22004), never an empty, healthy-looking result.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_fleet_check(
-    peers: Vec<String>,
-    max_skew: default!(Interval, "'50 ms'"),
-    timeout: default!(Interval, "'5 s'"),
+    peers: Option<Vec<Option<String>>>,
+    max_skew: default!(Option<Interval>, "'50 ms'"),
+    timeout: default!(Option<Interval>, "'5 s'"),
 ) -> Result<
     TableIterator<
         'static,
@@ -65,15 +66,29 @@ fn snowflake_fleet_check(
     ErrorReport,
 > {
     shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
-    let limits = Limits { max_skew_us: micros(max_skew, "max_skew")?, ..Limits::default() };
-    let timeout = Duration::from_micros(micros(timeout, "timeout")?.unsigned_abs());
-    if peers.len() > 256 {
+    let peers = peers.ok_or_else(|| errors::null_argument("peers"))?;
+    let limits = Limits {
+        max_skew_us: micros(max_skew.ok_or_else(|| errors::null_argument("max_skew"))?, "max_skew")?,
+        ..Limits::default()
+    };
+    let timeout_us = micros(timeout.ok_or_else(|| errors::null_argument("timeout"))?, "timeout")?;
+    if !(1..=MAX_TIMEOUT_US).contains(&timeout_us) {
         return Err(ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{} peers are more than one check asks (256)", peers.len()),
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "timeout must be more than 0 and at most 1 minute",
             "snowflake_id",
         ));
     }
+    if peers.len() > MAX_PEERS {
+        return Err(ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{} peers are more than one check asks ({MAX_PEERS})", peers.len()),
+            "snowflake_id",
+        ));
+    }
+    let peers =
+        peers.into_iter().map(|p| p.ok_or_else(|| errors::null_argument("a peer"))).collect::<Result<Vec<_>, _>>()?;
+    let timeout = Duration::from_micros(timeout_us.unsigned_abs());
     let mut labels = vec!["(this server)".to_owned()];
     let mut servers = vec![Reached::Yes(glue::local_info(), None)];
     for p in &peers {
@@ -86,6 +101,11 @@ fn snowflake_fleet_check(
         .collect::<Vec<_>>();
     Ok(TableIterator::new(rows))
 }
+
+/// At most this many peers a check, each within at most a minute: the check runs inside one
+/// statement, whose snapshot holds back vacuum while it waits.
+const MAX_PEERS: usize = 64;
+const MAX_TIMEOUT_US: i64 = 60_000_000;
 
 extension_sql!(
     r#"

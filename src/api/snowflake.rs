@@ -38,7 +38,8 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// a server owning 8 shards mints 4,096 ids a millisecond before it runs ahead of the clock.
 /// Refuses (55000) on a server whose set is `*`: it was never told what it owns, and another
 /// server may pick the same shards. `snowflake_id.default_shard`, when set, narrows it to that
-/// one shard of the set (0.1.0's meaning).
+/// one shard of the set (0.1.0's meaning); under `*` it is still honoured, with a WARNING, so that
+/// a 0.1.0 configuration keeps working across the upgrade.
 ///
 /// VOLATILE and PARALLEL SAFE for the same reasons as `snowflake_next(shard)`; the shard set is
 /// a server setting, which parallel workers share with their leader. (The Rust name keeps the C
@@ -72,23 +73,39 @@ fn mint_owned_fast() -> Option<i64> {
     let policy = guc::clock_policy();
     let limit = generate::fast_limit(&tl);
     let generation = guc::shard_set_generation();
+    let lead_ticks = u64::from(policy.max_lead_ms / tl.tick_ms);
     guc::with_shard_set(|set| {
         // A lost race on a shard's word: read the shards again, a few times, before the slow path.
         for _ in 0..4 {
             let now = crate::clock::now_unix_ns();
             let (_, now_tick) = tl.word_at(now).ok()?;
+            // The tick snowflake_next() mints from: the clock's, or the latest one it minted at
+            // (on any backend), if that is later. An idle shard's next word lies in the past, and
+            // taking it after an id of a later tick would put the new id behind it. Up to the lead
+            // behind (a tick borrowed ahead, a clock read a few microseconds earlier near a tick's
+            // end, a small step back), the id is minted at that later tick, ahead of this
+            // backend's clock; further behind, the clock stepped back, and the slow path judges it.
+            let seen = shmem::owned_seen_tick();
+            if now_tick.saturating_add(lead_ticks) < seen {
+                return None;
+            }
+            let tick = now_tick.max(seen);
             let hinted =
-                HINT_TICK.load(Ordering::Relaxed) == now_tick && HINT_GENERATION.load(Ordering::Relaxed) == generation;
+                HINT_TICK.load(Ordering::Relaxed) == tick && HINT_GENERATION.load(Ordering::Relaxed) == generation;
             let from = if hinted { HINT_POSITION.load(Ordering::Relaxed) } else { 0 };
-            let ((position, shard), slot) = pick_from(set, from, now_tick, tl.low_bits)
+            let ((position, shard), slot) = pick_from(set, from, tick, tl.low_bits)
                 // Nothing with room after the hint: every shard is full in this tick, and the
                 // earliest borrowed tick may be on any of them.
-                .filter(|(_, slot)| has_room(slot, now_tick, tl.low_bits) || from == 0)
-                .or_else(|| pick_from(set, 0, now_tick, tl.low_bits))?;
+                .filter(|(_, slot)| has_room(slot, tick, tl.low_bits) || from == 0)
+                .or_else(|| pick_from(set, 0, tick, tl.low_bits))?;
+            if tick > now_tick && has_room(slot, tick, tl.low_bits) {
+                slot.raise_to(tick << tl.low_bits, seen, &tl);
+            }
             if let Some(m) = monotonic::try_mint_fast(&slot.state, now, &tl, &policy, limit) {
                 generate::record_fast(slot, &m, &tl);
-                if m.lead_ticks == 0 {
-                    HINT_TICK.store(now_tick, Ordering::Relaxed);
+                shmem::saw_owned(m.word >> tl.low_bits);
+                if m.word >> tl.low_bits == tick {
+                    HINT_TICK.store(tick, Ordering::Relaxed);
                     HINT_GENERATION.store(generation, Ordering::Relaxed);
                     HINT_POSITION.store(position, Ordering::Relaxed);
                 }
@@ -118,21 +135,46 @@ fn pick_from(
     shards::pick(slots.map(|(ps, slot)| ((ps, slot), slot.state.next_free.load(Ordering::Relaxed))), now_tick, low_bits)
 }
 
+/// Whether this backend warned that it mints for `default_shard` on a server whose list is `*`.
+static WARNED_UNASSIGNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Everything else about `snowflake_next()`: the first call of a backend, a set of `*` or a
 /// closed fence, `default_shard`, waits and errors, through the guarded mint loop.
 #[cold]
 fn mint_owned() -> i64 {
-    if guc::with_shard_set(|set| set.owned().is_none()) {
-        errors::raise(errors::no_owned_shards());
-    }
-    if let Some(shard) = guc::default_shard() {
-        return mint(shard);
+    let unassigned = guc::with_shard_set(|set| set.owned().is_none());
+    match guc::default_shard() {
+        // 0.1.0's configuration (a default shard, the list left at '*') keeps minting across an
+        // upgrade, with a WARNING once per backend: the shard was chosen, not guessed.
+        Some(shard) if unassigned => {
+            if !WARNED_UNASSIGNED.swap(true, Ordering::Relaxed) {
+                errors::default_shard_without_shards(shard).report(pgrx::PgLogLevel::WARNING);
+            }
+            return mint(shard);
+        }
+        Some(shard) => return mint(shard),
+        None if unassigned => errors::raise(errors::no_owned_shards()),
+        None => {}
     }
     let tl = guc::layout().timeline();
     let (_, now_tick) = tl.word_at(crate::clock::now_unix_ns()).unwrap_or((0, 0));
-    let picked = guc::with_shard_set(|set| pick_from(set, 0, now_tick, tl.low_bits).map(|((_, shard), _)| shard));
+    // A clock behind the latest tick snowflake_next() minted at: pick among the shards as of that tick,
+    // and raise the one picked to it, so that mint() mints at or after it, waiting for the clock
+    // (within the lead, not at all) or refusing (58000) as for any step back, instead of an idle
+    // shard taking the earlier time.
+    let seen = shmem::owned_seen_tick();
+    let picked = guc::with_shard_set(|set| pick_from(set, 0, now_tick.max(seen), tl.low_bits));
     match picked {
-        Some(shard) => mint(i64::from(shard)),
+        Some(((_, shard), slot)) => {
+            if now_tick < seen && has_room(slot, seen, tl.low_bits) {
+                slot.raise_to(seen << tl.low_bits, seen, &tl);
+            }
+            let id = mint(i64::from(shard));
+            if let Ok(parts) = guc::layout().decompose(id) {
+                shmem::saw_owned(parts.ticks);
+            }
+            id
+        }
         None if shmem::shard_slot(0).is_err() => errors::raise(errors::not_preloaded()),
         // No shard: the fence was closed at start by a list that did not parse, and may have
         // been fixed since.

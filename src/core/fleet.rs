@@ -45,6 +45,10 @@ pub struct ServerInfo {
     pub clock_unix_us: i64,
     /// The extension library's version.
     pub version: String,
+    /// This run of the server (system identifier, postmaster pid and start time): two entries
+    /// with the same one are the same server, listed twice or reached through another address.
+    #[serde(default)]
+    pub instance: String,
 }
 
 /// One timed reading of a peer's clock: local readings before and after, the peer's between.
@@ -61,9 +65,10 @@ pub struct Sample {
 /// assumption of symmetric paths, which only narrows the bound).
 pub fn clock_offset(samples: &[Sample]) -> Option<(i64, i64)> {
     let best = samples.iter().filter(|s| s.received_us >= s.sent_us).min_by_key(|s| s.received_us - s.sent_us)?;
-    let half = (best.received_us - best.sent_us).div_euclid(2);
-    let mid = best.sent_us + half;
-    Some((best.peer_us - mid, half + (best.received_us - best.sent_us) % 2))
+    let rtt = best.received_us - best.sent_us;
+    let mid = best.sent_us + rtt.div_euclid(2);
+    // A peer's reading is whatever it sent: saturate rather than overflow on one that lies.
+    Some((best.peer_us.saturating_sub(mid), rtt.div_euclid(2) + rtt % 2))
 }
 
 /// What became of one server of the check.
@@ -111,12 +116,18 @@ fn set_of(text: &str) -> Option<ShardSet> {
 
 /// The findings about `servers` (this server first, labelled by `labels`): one row per server
 /// and check, `ok` when the check passed, so that a healthy fleet gives only `ok` rows.
+///
+/// Two entries of the same running server (the same `instance`) are never compared with each
+/// other. A standby mints nothing until promoted, so it is compared as what it will become: its
+/// shards must be a list, and must not overlap those of a primary with another system
+/// identifier (its own primary's are the same by design).
 pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Finding> {
     let mut out = Vec::new();
     let info = |i: usize| match &servers[i] {
         Reached::Yes(info, _) => Some(info),
         _ => None,
     };
+    let same_server = |a: &ServerInfo, b: &ServerInfo| !a.instance.is_empty() && a.instance == b.instance;
     let local = info(0);
     for (i, reached) in servers.iter().enumerate() {
         let mut push = |check: &'static str, ok: bool, detail: String, figures: serde_json::Value| {
@@ -134,7 +145,17 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
             }
             Reached::Yes(me, offset) => (me, *offset),
         };
-        push("reachable", true, if i == 0 { "this server".into() } else { "connected".into() }, serde_json::json!({}));
+        let twin = (0..i).find(|&j| info(j).is_some_and(|o| same_server(o, me)));
+        push(
+            "reachable",
+            true,
+            match (i, twin) {
+                (0, _) => "this server".into(),
+                (_, Some(j)) => format!("connected: the same server as {}", labels[j]),
+                _ => "connected".into(),
+            },
+            serde_json::json!({}),
+        );
         push(
             "extension",
             true,
@@ -162,15 +183,15 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                 serde_json::json!({ "layout": me.layout, "epoch_unix_ms": me.epoch_unix_ms }),
             );
         }
-        // Configured shards: never told, or overlapping another primary's. A standby shares its
-        // primary's settings and mints nothing, so it is left out on both sides.
-        let mine = set_of(&me.shards);
-        let others = |field: fn(&ServerInfo) -> &str| -> Vec<(usize, u32)> {
+        // The other servers this one is compared with: other running servers, primaries only,
+        // and for a standby only primaries of another cluster.
+        let peers = |field: fn(&ServerInfo) -> &str| -> Vec<(usize, u32)> {
             let Some(a) = set_of(field(me)) else { return Vec::new() };
             (0..servers.len())
                 .filter(|&j| j != i)
                 .filter_map(|j| info(j).map(|o| (j, o)))
-                .filter(|(_, o)| !o.in_recovery && !me.in_recovery)
+                .filter(|(_, o)| !same_server(o, me) && !o.in_recovery)
+                .filter(|(_, o)| !me.in_recovery || o.system_identifier != me.system_identifier)
                 // A server that owns "*" is its own finding, not everyone's overlap.
                 .filter_map(|(j, o)| {
                     set_of(field(o)).filter(|b| *b != ShardSet::All).and_then(|b| a.first_common(&b)).map(|s| (j, s))
@@ -180,37 +201,50 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
         let overlaps = |list: &[(usize, u32)]| {
             list.iter().map(|&(j, s)| format!("{} (shard {s})", labels[j])).collect::<Vec<_>>().join(", ")
         };
+        let mine = set_of(&me.shards);
         match &mine {
-            None => push("shards", false, format!("snowflake_id.shards is not a shard list: \"{}\"", me.shards), serde_json::json!({ "shards": me.shards })),
-            Some(ShardSet::All) if !me.in_recovery => push(
+            None => push(
                 "shards",
                 false,
-                "snowflake_id.shards is \"*\": this server was never told which shards it owns, and snowflake_next() refuses there"
-                    .into(),
+                format!("snowflake_id.shards is not a shard list: \"{}\"", me.shards),
+                serde_json::json!({ "shards": me.shards }),
+            ),
+            Some(ShardSet::All) => push(
+                "shards",
+                false,
+                if me.in_recovery {
+                    "snowflake_id.shards is \"*\": promoted, this standby's snowflake_next() would refuse".into()
+                } else {
+                    "snowflake_id.shards is \"*\": this server was never told which shards it owns, and snowflake_next() refuses there".into()
+                },
                 serde_json::json!({ "shards": me.shards }),
             ),
             Some(_) => {
-                let o = others(|s| &s.shards);
+                let o = peers(|s| &s.shards);
                 push(
                     "shards",
                     o.is_empty(),
-                    if o.is_empty() {
-                        format!("owns {}, shared with no other primary of the list", me.shards)
-                    } else {
-                        format!("owns {}, as does {}: both may mint the same ids", me.shards, overlaps(&o))
+                    match (o.is_empty(), me.in_recovery) {
+                        (true, false) => format!("owns {}, shared with no other primary of the list", me.shards),
+                        (true, true) => {
+                            format!("owns {} (a standby), shared with no primary of another cluster", me.shards)
+                        }
+                        (false, _) => {
+                            format!("owns {}, as does {}: both may mint the same ids", me.shards, overlaps(&o))
+                        }
                     },
                     serde_json::json!({ "shards": me.shards, "overlaps": o.iter().map(|&(j, s)| serde_json::json!({ "peer": labels[j], "shard": s })).collect::<Vec<_>>() }),
                 );
             }
         }
         // Shards minted since each server started: an overlap here can already have repeated ids.
-        let minted = others(|s| &s.minted);
+        let minted = if me.in_recovery { Vec::new() } else { peers(|s| &s.minted) };
         push(
             "minted shards",
             minted.is_empty(),
             if minted.is_empty() {
                 format!(
-                    "minted {} since its start, shared with no other primary",
+                    "minted {} since its start (or its statistics' reset), shared with no other primary",
                     if me.minted.is_empty() { "nothing" } else { &me.minted }
                 )
             } else {
@@ -218,12 +252,16 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
             },
             serde_json::json!({ "minted": me.minted }),
         );
-        // Clones: another primary with the same system identifier.
+        // Clones: another running primary with the same system identifier.
         let clones: Vec<usize> = (0..servers.len())
             .filter(|&j| j != i)
             .filter(|&j| {
-                info(j)
-                    .is_some_and(|o| o.system_identifier == me.system_identifier && !o.in_recovery && !me.in_recovery)
+                info(j).is_some_and(|o| {
+                    o.system_identifier == me.system_identifier
+                        && !same_server(o, me)
+                        && !o.in_recovery
+                        && !me.in_recovery
+                })
             })
             .collect();
         push(
@@ -241,33 +279,69 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
             },
             serde_json::json!({ "system_identifier": me.system_identifier, "timeline": me.timeline }),
         );
-        // The clock against this server's.
-        match offset {
-            None if i == 0 => push("clock skew", true, "the reference".into(), serde_json::json!({ "offset_us": 0 })),
+        // The clock against every other server's: ids of two servers are ordered by their clocks
+        // to within the offset between those two. Offsets are measured against this server, so
+        // the offset between two peers is the difference, and its error the sum of theirs.
+        let mine_offset = if i == 0 { Some((0, 0)) } else { offset };
+        match mine_offset {
             None => push("clock skew", false, "no clock reading".into(), serde_json::json!({})),
             Some((off, err)) => {
-                let ok = off.abs() + err <= limits.max_skew_us;
-                push(
-                    "clock skew",
-                    ok,
-                    format!(
-                        "{:+.1} ms ± {:.1} ms against this server (at most {:.1} ms allowed)",
-                        off as f64 / 1000.0,
-                        err as f64 / 1000.0,
-                        limits.max_skew_us as f64 / 1000.0
+                let worst = (0..servers.len())
+                    .filter(|&j| j != i)
+                    .filter_map(|j| match &servers[j] {
+                        Reached::Yes(o, _) if same_server(o, me) => None,
+                        Reached::Yes(_, Some(x)) => Some((j, *x)),
+                        Reached::Yes(_, None) if j == 0 => Some((0, (0, 0))),
+                        _ => None,
+                    })
+                    .map(|(j, (o2, e2))| (j, off.saturating_sub(o2), err.saturating_add(e2)))
+                    .max_by_key(|&(_, d, e)| d.saturating_abs().saturating_add(e));
+                match worst {
+                    None => push(
+                        "clock skew",
+                        true,
+                        "no other clock to compare with".into(),
+                        serde_json::json!({ "offset_us": off, "error_us": err }),
                     ),
-                    serde_json::json!({ "offset_us": off, "error_us": err, "max_skew_us": limits.max_skew_us }),
-                );
+                    Some((j, d, e)) => {
+                        let ok = d.saturating_abs().saturating_add(e) <= limits.max_skew_us;
+                        push(
+                            "clock skew",
+                            ok,
+                            format!(
+                                "{:+.1} ms ± {:.1} ms against {} (at most {:.1} ms allowed between any two servers)",
+                                d as f64 / 1000.0,
+                                e as f64 / 1000.0,
+                                labels[j],
+                                limits.max_skew_us as f64 / 1000.0
+                            ),
+                            serde_json::json!({ "offset_us": off, "error_us": err, "worst_pair": labels[j], "worst_offset_us": d, "worst_error_us": e, "max_skew_us": limits.max_skew_us }),
+                        );
+                    }
+                }
             }
         }
         // The reservation against the server's own clock.
-        let ahead_ms = me.reserved_until_unix_ms - me.clock_unix_us.div_euclid(1000);
-        push(
-            "reservation",
-            ahead_ms <= limits.max_reservation_ahead_ms,
-            format!("{} ms ahead of its clock (at most {} ms)", ahead_ms, limits.max_reservation_ahead_ms),
-            serde_json::json!({ "ahead_ms": ahead_ms, "max_ahead_ms": limits.max_reservation_ahead_ms }),
-        );
+        if me.reserved_until_unix_ms <= 0 {
+            push(
+                "reservation",
+                true,
+                "none yet: nothing minted since the data directory was made".into(),
+                serde_json::json!({ "ahead_ms": null }),
+            );
+        } else {
+            let ahead_ms = me.reserved_until_unix_ms.saturating_sub(me.clock_unix_us.div_euclid(1000));
+            push(
+                "reservation",
+                ahead_ms <= limits.max_reservation_ahead_ms,
+                if ahead_ms > 0 {
+                    format!("{} ms ahead of its clock (at most {} ms)", ahead_ms, limits.max_reservation_ahead_ms)
+                } else {
+                    format!("{} ms behind its clock: idle since then", ahead_ms.saturating_neg())
+                },
+                serde_json::json!({ "ahead_ms": ahead_ms, "max_ahead_ms": limits.max_reservation_ahead_ms }),
+            );
+        }
     }
     out
 }
@@ -276,8 +350,12 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
 mod tests {
     use super::*;
 
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// A server of its own run (instance) every time.
     fn server(sysid: &str, shards: &str, minted: &str) -> ServerInfo {
         ServerInfo {
+            instance: format!("{sysid}-{}", RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
             system_identifier: sysid.into(),
             timeline: 1,
             in_recovery: false,
@@ -359,18 +437,81 @@ mod tests {
     }
 
     #[test]
-    fn skew_and_reservations_against_their_limits() {
-        let ahead = ServerInfo { reserved_until_unix_ms: 1_800_000_000_000 + 120_000, ..server("2", "8", "") };
+    fn skew_is_judged_between_every_pair() {
+        // Two peers 45 ms either side of this server: each is fine against it, not against the
+        // other.
         let s = [
             Reached::Yes(server("1", "0", ""), None),
-            Reached::Yes(ahead, Some((300_000, 400))),
-            Reached::Yes(server("3", "9", ""), Some((49_000, 999))),
-            Reached::Yes(server("4", "10", ""), Some((49_000, 1_001))),
+            Reached::Yes(server("2", "8", ""), Some((45_000, 100))),
+            Reached::Yes(server("3", "9", ""), Some((-45_000, 100))),
+        ];
+        let f = judge(&labels(3), &s, &Limits::default());
+        assert_eq!(failed(&f), vec![(1, "clock skew"), (2, "clock skew")]);
+        let skew = f.iter().find(|x| x.server == 1 && x.check == "clock skew").unwrap();
+        assert_eq!(skew.detail, "+90.0 ms ± 0.2 ms against s2 (at most 50.0 ms allowed between any two servers)");
+        // At the limit, the error bound counts.
+        let at = |err| {
+            let s = [Reached::Yes(server("1", "0", ""), None), Reached::Yes(server("2", "8", ""), Some((49_000, err)))];
+            failed(&judge(&labels(2), &s, &Limits::default()))
+        };
+        assert_eq!(at(1_000), vec![]);
+        assert_eq!(at(1_001), vec![(0, "clock skew"), (1, "clock skew")]);
+    }
+
+    #[test]
+    fn reservations_against_their_own_clock() {
+        let ahead = ServerInfo { reserved_until_unix_ms: 1_800_000_000_000 + 120_000, ..server("2", "8", "") };
+        let never = ServerInfo { reserved_until_unix_ms: 0, ..server("3", "9", "") };
+        let lying = ServerInfo { reserved_until_unix_ms: i64::MAX, clock_unix_us: i64::MIN, ..server("4", "10", "") };
+        let s = [
+            Reached::Yes(server("1", "0", ""), None),
+            Reached::Yes(ahead, Some((0, 10))),
+            Reached::Yes(never, Some((0, 10))),
+            Reached::Yes(lying, Some((i64::MAX, i64::MAX))),
         ];
         let f = judge(&labels(4), &s, &Limits::default());
-        assert_eq!(failed(&f), vec![(1, "clock skew"), (1, "reservation"), (3, "clock skew")]);
-        let skew = f.iter().find(|x| x.server == 1 && x.check == "clock skew").unwrap();
-        assert_eq!(skew.detail, "+300.0 ms ± 0.4 ms against this server (at most 50.0 ms allowed)");
+        let mut got = failed(&f);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (0, "clock skew"),
+                (1, "clock skew"),
+                (1, "reservation"),
+                (2, "clock skew"),
+                (3, "clock skew"),
+                (3, "reservation")
+            ]
+        );
+    }
+
+    #[test]
+    fn the_same_server_twice_is_no_finding() {
+        let me = server("1", "0-7", "0");
+        let s = [
+            Reached::Yes(me.clone(), None),
+            Reached::Yes(me, Some((0, 10))),
+            Reached::Yes(server("2", "8", ""), Some((0, 10))),
+        ];
+        let f = judge(&labels(3), &s, &Limits::default());
+        assert_eq!(failed(&f), vec![]);
+        assert!(f.iter().any(|x| x.server == 1 && x.detail == "connected: the same server as s0"));
+    }
+
+    #[test]
+    fn standbys_are_judged_as_what_they_become() {
+        let standby = |sysid: &str, shards: &str| ServerInfo { in_recovery: true, ..server(sysid, shards, "") };
+        let s = [
+            Reached::Yes(server("1", "0-7", "0"), None),
+            Reached::Yes(server("2", "8-15", "8"), Some((0, 10))),
+            // Server 1's own standby, the same shards: fine.
+            Reached::Yes(standby("1", "0-7"), Some((0, 10))),
+            // A standby of server 2 given server 1's shards: duplicates after a failover.
+            Reached::Yes(standby("2", "0-3"), Some((0, 10))),
+            // A standby never told its shards: it would refuse once promoted.
+            Reached::Yes(standby("1", "*"), Some((0, 10))),
+        ];
+        assert_eq!(failed(&judge(&labels(5), &s, &Limits::default())), vec![(3, "shards"), (4, "shards")]);
     }
 
     #[test]

@@ -156,10 +156,36 @@ SKIP:
 	$ahead->stop;
 }
 
-# An unreachable peer is a finding, reported within the timeout.
-my $t0 = time;
-is($node{a}->safe_psql('postgres', "SELECT ok || ' ' || \"check\" FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 dbname=x'], timeout => '2 s') WHERE peer <> '(this server)'"),
-	'false reachable', 'an unreachable peer: one finding, "reachable"');
-cmp_ok(time - $t0, '<=', 4, 'within the timeout');
+# An unreachable peer is a finding, reported within the timeout: a socket that does not exist, and
+# an address nothing answers from (a black hole, or an unreachable network where there is none).
+for my $peer ('host=/nonexistent port=1 dbname=x', 'hostaddr=10.255.255.1 port=5432 dbname=x')
+{
+	my $t0 = time;
+	is($node{a}->safe_psql('postgres', "SELECT ok || ' ' || \"check\" FROM snowflake_fleet_check(ARRAY['$peer'], timeout => '2 s') WHERE peer <> '(this server)'"),
+		'false reachable', "an unreachable peer ($peer): one finding, \"reachable\"");
+	cmp_ok(time - $t0, '<=', 4, 'within the timeout');
+}
+is($node{a}->psql('postgres', "SELECT * FROM snowflake_fleet_check(NULL)"), 3, 'NULL peers: an error, never an empty result');
+
+# A peer's own functions and operators never run in the check: it asks under search_path =
+# pg_catalog. An operator a role created on peer b, matching better than the built-in one the
+# clock query uses, would fail the query if it ran.
+$node{b}->safe_psql('postgres', q{
+	CREATE FUNCTION public.evil_mul(numeric, integer) RETURNS numeric LANGUAGE sql AS 'SELECT 1 / 0';
+	CREATE OPERATOR public.* (leftarg = numeric, rightarg = integer, function = public.evil_mul);
+	ALTER DATABASE postgres SET search_path = public, pg_catalog;
+});
+is($node{a}->safe_psql('postgres', "SELECT count(*) FILTER (WHERE NOT ok) FROM snowflake_fleet_check($peers)"),
+	'0', "a peer's operator ahead of pg_catalog on its search_path does not run");
+$node{b}->safe_psql('postgres', 'ALTER DATABASE postgres RESET search_path');
+
+# A role granted the check cannot borrow the server's identity: without a password the peer asked
+# for, no connection is used.
+$node{a}->safe_psql('postgres', q{
+	CREATE ROLE monitor LOGIN IN ROLE pg_monitor;
+	GRANT EXECUTE ON FUNCTION snowflake_fleet_check(text[], interval, interval) TO monitor;
+});
+like($node{a}->safe_psql('postgres', "SET ROLE monitor; SELECT detail FROM snowflake_fleet_check($peers) WHERE peer <> '(this server)' AND \"check\" = 'reachable' LIMIT 1"),
+	qr/must connect with a password/, 'a non-superuser connecting by trust or peer authentication is refused');
 
 done_testing();
