@@ -240,6 +240,30 @@ VACUUM ANALYZE forms_input;""")
     return {"rows": rows, "ns_per_call": ns, "samples_ms": samples}
 
 
+def rate_by_backends(rows, reps, backends=(1, 2, 4)):
+    """Ids per millisecond with 1, 2 and 4 backends minting at once: for one shard, and for
+    snowflake_next() on a server owning 8 shards. The machine's cores bound the backends that
+    run at once; the layout's ceiling bounds the ids."""
+    progress(f"ids/ms against backends {backends}: {rows:,} ids per backend, {reps} rounds")
+    eight = Gen("eight", "", "bigint", "snowflake_next()", shards="0-7")
+    out = {"one_shard": {}, "eight_shards": {}}
+    for key, expr, gen in (("one_shard", "snowflake_next(7)", None), ("eight_shards", "snowflake_next()", eight)):
+        if gen:
+            psql(server_sql(gen, True))
+        q = f"SET jit = off; SELECT count({expr}) FROM generate_series(1, {rows});"
+        for n in backends:
+            samples = []
+            for _ in range(reps):
+                with ThreadPoolExecutor(n) as ex:
+                    t0 = time.perf_counter()
+                    list(ex.map(lambda _: psql(q), range(n)))
+                    samples.append(n * rows / ((time.perf_counter() - t0) * 1000))
+            out[key][str(n)] = median(samples)
+        if gen:
+            psql(server_sql(gen, False))
+    return out
+
+
 def single_shard_throughput(rows, reps):
     """One backend minting for one shard: ids per millisecond against the layout's ceiling."""
     progress(f"single-shard throughput: {rows:,} ids for shard 1, {reps} rounds")
@@ -390,35 +414,85 @@ def scaling(gens, rows, reps):
     return {k: {c: median(v) for c, v in per.items()} for k, per in res.items()}
 
 
-def charts(gens, results):
+def charts(gens, results, notes):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    def bars(name, title, unit, values, highlight=("snowflake_next", "snowflake_next_spread", "uuidv7_next")):
+    absent = [n.split(" (")[0].split(" is not")[0] for n in notes if "not installed" in n]
+    footer = results["machine"]["summary"] + (
+        f"; not installed here, so not shown: {', '.join(absent)}" if absent else "")
+
+    def bars(name, title, unit, values, spread=None, log=False, highlight=("snowflake_next", "uuidv7_next")):
+        """Horizontal bars, ours in blue, the others grey, reference points hatched; `spread` maps
+        a key to its (lowest, highest) round, drawn as a whisker."""
         keys = [g.key for g in gens if g.key in values]
         labels = [g.label for g in gens if g.key in values]
-        vals = [values[k] for k in keys]
-        fig, ax = plt.subplots(figsize=(8, 0.5 * len(keys) + 1.5))
-        colors = ["#1f77b4" if k in highlight else "#b0b0b0" for k in keys]
-        ax.barh(labels, vals, color=colors)
+        refs = {g.key for g in gens if g.reference}
+        vals = [max(values[k], 0.5 if log else 0) for k in keys]
+        fig, ax = plt.subplots(figsize=(10, 0.45 * len(keys) + 1.8))
+        colors = ["#1f77b4" if k.startswith(highlight) else "#b0b0b0" for k in keys]
+        bars_ = ax.barh(labels, vals, color=colors, edgecolor="#555555", linewidth=0.5)
+        for b, k in zip(bars_, keys):
+            if k in refs:
+                b.set_hatch("//")
+                b.set_facecolor("#ffffff")
+        if spread:
+            for i, k in enumerate(keys):
+                if k in spread:
+                    lo, hi = spread[k]
+                    ax.plot([max(lo, 0.5) if log else lo, hi], [i, i], color="#222222", linewidth=1)
+        if log:
+            ax.set_xscale("log")
         ax.invert_yaxis()
-        ax.set_xlabel(unit)
-        ax.set_title(title)
+        ax.set_xlabel(unit + (" (log scale)" if log else ""))
+        ax.set_title(title, fontsize=11, loc="left")
         for i, v in enumerate(vals):
             ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
-        fig.text(0.99, 0.01, results["machine"]["summary"], ha="right", fontsize=7, color="#666666")
-        fig.tight_layout()
+        ax.legend(handles=[Patch(facecolor="#1f77b4", label="snowflake_id"), Patch(facecolor="#b0b0b0", label="other generators"),
+                           Patch(facecolor="#ffffff", edgecolor="#555555", hatch="//", label="reference, not a generator")],
+                  loc="lower right", fontsize=7)
+        ax.margins(x=0.15)
+        fig.text(0.01, 0.005, footer + (". Whiskers: the lowest and highest of the rounds." if spread else ""),
+                 ha="left", fontsize=7, color="#666666", wrap=True)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
         fig.savefig(os.path.join(OUT, name), dpi=110)
         plt.close(fig)
 
+    pid = results["per_id"]
+    base = pid["baseline_ms"]
+    per_spread = {k: ((min(v) - base) * 1e6 / pid["rows"], (max(v) - base) * 1e6 / pid["rows"])
+                  for k, v in pid["samples_ms"].items() if k != "baseline" and v}
     bars("per_id_cost.png", "Cost per id over an empty generate_series (lower is better)", "ns per id",
-         results["per_id"]["ns_per_id"])
+         pid["ns_per_id"], spread=per_spread, log=True)
+    ins = results["inserts"]
     bars("insert_time.png", f"INSERT ... SELECT of {results['config']['insert_rows']:,} rows (lower is better)", "ms",
-         {k: v["insert_ms"] for k, v in results["inserts"].items()})
+         {k: v["insert_ms"] for k, v in ins.items()},
+         spread={k: (min(v["insert_samples_ms"]), max(v["insert_samples_ms"])) for k, v in ins.items()})
     bars("index_size.png", f"Primary-key index after {results['config']['insert_rows']:,} rows (lower is better)", "MiB",
-         {k: v["index_bytes"] / 1048576 for k, v in results["inserts"].items()})
+         {k: v["index_bytes"] / 1048576 for k, v in ins.items()})
+
+    # Ids per millisecond against backends, for one shard and for a server owning 8.
+    rate = results["rate_by_backends"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, label, ceiling, color in (("one_shard", "snowflake_next(7): one shard", 512, "#ff7f0e"),
+                                       ("eight_shards", "snowflake_next() on 8 shards", 4096, "#1f77b4")):
+        xs = [int(n) for n in rate[key]]
+        ax.plot(xs, [rate[key][str(n)] for n in xs], marker="o", color=color, label=label)
+        ax.axhline(ceiling, color=color, linestyle="--", linewidth=1)
+        ax.text(xs[-1], ceiling, f" ceiling {ceiling:,}/ms", va="bottom", ha="right", fontsize=8, color=color)
+    ax.set_xlabel("backends minting at once")
+    ax.set_ylabel("ids per millisecond (all backends)")
+    ax.set_xticks([int(n) for n in rate["one_shard"]])
+    ax.set_ylim(bottom=0)
+    ax.set_title("Ids per millisecond against backends (higher is better)", fontsize=11, loc="left")
+    ax.legend(fontsize=8, loc="center right")
+    fig.text(0.01, 0.005, footer, ha="left", fontsize=7, color="#666666", wrap=True)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(os.path.join(OUT, "ids_per_ms.png"), dpi=110)
+    plt.close(fig)
 
 
 def fmt_ratio(x):
@@ -506,6 +580,19 @@ def report(gens, results, notes):
         "measure the generator itself.",
         "",
         f"![per-id cost]({os.path.relpath(OUT, DOCS)}/per_id_cost.png)",
+        "",
+        "Ids per millisecond with several backends minting at once (`SELECT count(<gen>) FROM generate_series(1, N)` in each, "
+        f"the server's total; {results['machine']['cores']} cores here, so 4 backends share them):",
+        "",
+        "| backends | one shard, `snowflake_next(7)` | 8 shards, `snowflake_next()` |",
+        "|---|---|---|",
+    ]
+    rb = results["rate_by_backends"]
+    for n in rb["one_shard"]:
+        lines.append(f"| {n} | {rb['one_shard'][n]:,.0f} | {rb['eight_shards'][n]:,.0f} |")
+    lines += [
+        "",
+        f"![ids per millisecond]({os.path.relpath(OUT, DOCS)}/ids_per_ms.png)",
         "",
         "## Batches (pgbench, 2 clients, 1,000 ids a transaction)",
         "",
@@ -670,9 +757,10 @@ def main():
     results["inserts"] = inserts(keys, args.insert_rows, args.reps)
     results["scaling"] = scaling([g for g in calls if not g.reference], args.rows, args.reps)
     results["forms"] = forms_cost(args.rows, args.reps)
+    results["rate_by_backends"] = rate_by_backends(args.rows, args.reps)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    charts(gens, results)
+    charts(gens, results, notes)
     targets = report(gens, results, notes)
     progress(f"wrote {os.path.relpath(REPORT, ROOT)} and {os.path.relpath(OUT, ROOT)}/ (results.json, *.png)")
     for name, val, ok in targets:

@@ -39,12 +39,22 @@ psql -X -v ON_ERROR_STOP=1 <<'SQL'
 \echo 'The layout this server mints with:'
 SELECT layout, epoch, max_shard, ids_per_ms, last_timestamp FROM snowflake_layout();
 
-\echo 'Rows, distinct ids, shards seen, and rows whose id order disagrees with created_at by more than 1 ms:'
-SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids,
-       array_agg(DISTINCT snowflake_shard(id)) AS shards,
-       (SELECT count(*) FROM (SELECT created_at, lag(created_at) OVER (ORDER BY id) prev FROM orders) s
-         WHERE created_at < prev - interval '1 ms') AS out_of_order
+\echo 'Rows, distinct ids and the shards they used:'
+SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids, array_agg(DISTINCT snowflake_shard(id)) AS shards
 FROM orders;
+
+\echo 'Each row has two clock readings: its id (the first default) and created_at (the second). How far apart:'
+SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM created_at - snowflake_timestamp(id)) * 1000)::numeric, 3) AS median_ms,
+       round(max(extract(epoch FROM created_at - snowflake_timestamp(id)) * 1000)::numeric, 3) AS max_ms,
+       count(*) FILTER (WHERE created_at < snowflake_timestamp(id)) AS created_before_its_id
+FROM orders;
+\echo 'So ORDER BY id is ORDER BY created_at up to that gap: a backend descheduled between the two readings'
+\echo '(four clients on this machine'"'"'s cores) records a created_at later than its id says. Rows whose id order'
+\echo 'disagrees with created_at by more than 1 ms, and rows whose id order disagrees with the ids'"'"' own times:'
+SELECT (SELECT count(*) FROM (SELECT created_at, lag(created_at) OVER (ORDER BY id) prev FROM orders) s
+         WHERE created_at < prev - interval '1 ms') AS by_created_at,
+       (SELECT count(*) FROM (SELECT snowflake_timestamp(id) t, lag(snowflake_timestamp(id)) OVER (ORDER BY id) prev FROM orders) s
+         WHERE t < prev) AS by_id_time;
 
 \echo 'The newest five ids, decoded:'
 SELECT o.id, d.ts, d.shard, d.seq, o.client
