@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: demo test bench fmt
+.PHONY: demo test bench package test-package fmt
 
 demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
 	bash scripts/demo.sh
@@ -9,6 +9,12 @@ test:   ## set up from nothing and run every test (PG_VERSIONS="15 18" by defaul
 
 bench:  ## benchmark the generators against nextval, gen_random_uuid() and the peers
 	bash scripts/bench.sh
+
+package: ## Debian packages postgresql-NN-snowflake-id for PostgreSQL 14-18 (PG_VERSIONS to choose)
+	bash scripts/package.sh
+
+test-package: ## the PostgreSQL 15 package end to end on Debian's own server (installs and removes it)
+	bash scripts/test-package.sh
 
 fmt:
 	cargo fmt

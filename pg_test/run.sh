@@ -53,14 +53,9 @@ sqlstate() {
 
 # regress TEST: runs pg_regress on pg_test/sql/TEST.sql.
 regress() {
-  local regress_bin out="$OUT/$1"
-  regress_bin="$(dirname "$("$(pg_bin "$V")/pg_config" --pgxs)")/../test/regress/pg_regress"
-  rm -rf "$out" && mkdir -p "$out/input"
-  # Version-specific expected output in expected/pgNN/ overrides expected/.
-  cp -r "$REPO_ROOT/pg_test/sql" "$REPO_ROOT/pg_test/expected" "$out/input/"
-  if [ -d "$REPO_ROOT/pg_test/expected/pg$V" ]; then cp "$REPO_ROOT/pg_test/expected/pg$V"/*.out "$out/input/expected/"; fi
-  if "$regress_bin" --bindir="$(pg_bin "$V")" --host="$PGHOST" --port="$PGPORT" --user=postgres \
-      --inputdir="$out/input" --outputdir="$out" --dbname=sfid_regress "$@" >"$out/pg_regress.log" 2>&1; then
+  local out="$OUT/$1"
+  if pg_regress_suite "$V" "$(pg_bin "$V")" "$(dirname "$("$(pg_bin "$V")/pg_config" --pgxs)")/../test/regress/pg_regress" \
+      "$PGHOST" "$PGPORT" "$out" "$@"; then
     pass "pg_regress $1 (PostgreSQL $V)"
   else
     cat "$out/pg_regress.log"
@@ -94,10 +89,9 @@ pad_ids() { awk -F'|' '{ s = $1; while (length(s) < 19) s = "0" s; print s "|" $
 
 if want regress; then
   log "pg_regress on PostgreSQL $V"
-  for t in snowflake uuidv7 uuidv7_api id_space text_forms convert; do regress "$t"; done
   # public_ids rewrites the key file with COPY, which keeps the mode of a file that exists.
   as_postgres install -m 0600 /dev/null "$DATA/snowflake_id.keys"
-  regress public_ids
+  for t in $REGRESS_TESTS; do regress "$t"; done
 fi
 
 if want upgrade; then

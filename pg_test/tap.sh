@@ -10,20 +10,18 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}" SFID_FLEET="${SFID_FLEET:-18}"
-# The wheel's trees throughout (see scripts/setup.sh for why not Debian's 15), each with the
-# extension built for its major.
+# The private trees of scripts/setup.sh throughout, each with the extension built for its major.
 for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET; do
-  export "SFID_PG$v=$(wheel_prefix "$v")"
-  if [ "$(wheel_prefix "$v")" != "$(pg_prefix "$v")" ]; then copy_extension "$(pg_prefix "$v")" "$(wheel_prefix "$v")"; fi
+  export "SFID_PG$v=$(pg_prefix "$v")"
 done
 # Citus for t/005_citus.pl, built into the fleet major's tree; the test skips without it.
 # With the tarball present, a failed build fails the test instead of skipping it.
 export SFID_CITUS=no
 if [ "$SFID_FLEET" -ge 16 ] && citus_tarball >/dev/null; then
-  if build_citus "$(wheel_prefix "$SFID_FLEET")"; then SFID_CITUS=yes; else SFID_CITUS=build-failed; fi
+  if build_citus "$(pg_prefix "$SFID_FLEET")"; then SFID_CITUS=yes; else SFID_CITUS=build-failed; fi
 fi
 perl_lib=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
-export PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress
+export PG_REGRESS="$(pg_prefix 15)/lib/pgxs/src/test/regress/pg_regress"
 
 # The tests and their logs live where the postgres user can write.
 dir="$SNOWFLAKE_RUN_DIR/tap"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: builds snowflake_id in release mode, starts a throwaway cluster (PostgreSQL 15,
-# or PG=18 for the wheel's 18, which adds core uuidv7() to the comparison), and runs
+# or PG=18, which adds core uuidv7() to the comparison; both private trees from the wheel), and runs
 # bench/bench.py against it. Regenerates docs/benchmarks.md and docs/bench/* (PostgreSQL 15), or
 # docs/benchmarks-pgNN.md and docs/bench/pgNN/* for another version.
 #
@@ -10,7 +10,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V="${PG:-15}" NAME="bench$V" PORT="$((5450 + ${PG:-15}))"
 PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
-python3 -c "import matplotlib" 2>/dev/null || { log "installing matplotlib"; python3 -m pip install --quiet matplotlib; }
+# The charts need matplotlib: in a virtual environment of the benchmark's own, never in the
+# system's Python (PEP 668).
+venv="$SNOWFLAKE_PG_ROOT/bench-venv"
+if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+  log "installing matplotlib into $venv"
+  $SUDO python3 -m venv "$venv" && $SUDO "$venv/bin/pip" install --quiet matplotlib
+fi
 install_extension "$V" release
 log "starting a throwaway PostgreSQL $V cluster for the benchmark (fsync and synchronous_commit on)"
 CLUSTER_CONF="fsync = on
@@ -25,4 +31,4 @@ cluster_env "$V" "$NAME" "$PORT"
 # A key for the public forms, for this throwaway cluster only.
 as_postgres bash -c "umask 077 && printf '1 %s encode\n' \"\$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')\" > '$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.keys'"
 # shellcheck disable=SC2086
-python3 "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}
+"$venv/bin/python" "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}

