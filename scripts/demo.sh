@@ -48,9 +48,11 @@ SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM crea
        round(max(extract(epoch FROM created_at - snowflake_timestamp(id)) * 1000)::numeric, 3) AS max_ms,
        count(*) FILTER (WHERE created_at < snowflake_timestamp(id)) AS created_before_its_id
 FROM orders;
-\echo 'So ORDER BY id is ORDER BY created_at up to that gap: a backend descheduled between the two readings'
-\echo '(four clients on this machine'"'"'s cores) records a created_at later than its id says. Rows whose id order'
-\echo 'disagrees with created_at by more than 1 ms, and rows whose id order disagrees with the ids'"'"' own times:'
+\echo 'So ORDER BY id is ORDER BY created_at up to that gap. A backend descheduled between the two readings'
+\echo '(four clients share this machine) records a created_at later than its id says; and in a burst past'
+\echo 'the 512 ids a shard mints in a millisecond, an id borrows the next one (by at most snowflake_id.max_lead,'
+\echo '5 ms), so its time is a little after its created_at. Rows whose id order disagrees with created_at by'
+\echo 'more than 1 ms, and rows whose id order disagrees with the times the ids carry:'
 SELECT (SELECT count(*) FROM (SELECT created_at, lag(created_at) OVER (ORDER BY id) prev FROM orders) s
          WHERE created_at < prev - interval '1 ms') AS by_created_at,
        (SELECT count(*) FROM (SELECT snowflake_timestamp(id) t, lag(snowflake_timestamp(id)) OVER (ORDER BY id) prev FROM orders) s
