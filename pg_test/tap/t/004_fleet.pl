@@ -7,7 +7,6 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin . '/..';
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -16,7 +15,6 @@ use SnowflakeNode;
 my $major = $ENV{SFID_FLEET} // '18';
 # A libpq connection string for a node, with nothing that needs quoting in SQL.
 sub dsn { my ($n) = @_; return 'host=' . $n->host . ' port=' . $n->port . ' dbname=postgres'; }
-my $bin = install_path($major) . '/bin';
 
 # The migration every server runs, unchanged: no shard in it.
 my $migration = q{
@@ -46,29 +44,9 @@ for my $s (sort keys %shards)
 	$merge->safe_psql('postgres', "CREATE SUBSCRIPTION sub_$s CONNECTION '$conn' PUBLICATION fleet");
 }
 
-# Load: on each server at once, two clients inserting one row per transaction and one client
-# inserting 1,000 rows per statement (faster than one shard's 512 ids a millisecond).
-my @load;
-for my $s (sort keys %shards)
-{
-	my $one = "$PostgreSQL::Test::Utils::tmp_check/one_$s.sql";
-	my $bulk = "$PostgreSQL::Test::Utils::tmp_check/bulk_$s.sql";
-	PostgreSQL::Test::Utils::append_to_file($one, "INSERT INTO orders (server) VALUES ('$s');\n");
-	PostgreSQL::Test::Utils::append_to_file($bulk, "INSERT INTO orders (server) SELECT '$s' FROM generate_series(1, 1000);\n");
-	for my $script ([ $one, 2 ], [ $bulk, 1 ])
-	{
-		my ($out, $err) = ('', '');
-		push @load, [ IPC::Run::start(
-			[ "$bin/pgbench", '-n', '-c', $script->[1], '-j', $script->[1], '-T', '6', '-f', $script->[0],
-			  '-h', $node{$s}->host, '-p', $node{$s}->port, 'postgres' ],
-			'>', \$out, '2>', \$err), \$err, "$s " . ($script->[1] == 2 ? 'single' : 'bulk') ];
-	}
-}
-for my $l (@load)
-{
-	my ($h, $err, $what) = @$l;
-	ok(eval { $h->finish; 1 } && $h->result == 0, "load $what finished without an error") or diag($$err);
-}
+# Load: on each server at once, single rows from two clients and 1,000-row statements from a third.
+my @load = map { start_insert_load($node{$_}, $major, $_, 'orders', 'server', $_, 6) } sort keys %shards;
+finish_loads(@load);
 
 my $total = 0;
 for my $s (sort keys %shards)

@@ -8,7 +8,6 @@ use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin . '/..';
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -20,7 +19,6 @@ plan skip_all => 'Citus is not available: no Citus source tarball (CITUS_TARBALL
 BAIL_OUT('the Citus tarball is there but Citus did not build (see pg_test/tap.sh\'s output)') if $citus ne 'yes';
 
 my $major = $ENV{SFID_FLEET} // '18';
-my $bin = install_path($major) . '/bin';
 
 # One node group, one shard set: the coordinator's group and each worker's.
 my %shards = (coord => '0-7', w1 => '8-15', w2 => '16-23');
@@ -53,29 +51,9 @@ $coord->safe_psql('postgres', q{
 is($coord->safe_psql('postgres', 'SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = \'events\'::regclass'), '8',
 	'events is distributed over 8 Citus shards');
 
-# Inserts through every node at once: one row per transaction from two clients, and 1,000 rows
-# per statement from a third.
-my @load;
-for my $n (qw(coord w1 w2))
-{
-	my $one = "$PostgreSQL::Test::Utils::tmp_check/citus_one_$n.sql";
-	my $bulk = "$PostgreSQL::Test::Utils::tmp_check/citus_bulk_$n.sql";
-	PostgreSQL::Test::Utils::append_to_file($one, "INSERT INTO events (node) VALUES ('$n');\n");
-	PostgreSQL::Test::Utils::append_to_file($bulk, "INSERT INTO events (node) SELECT '$n' FROM generate_series(1, 1000);\n");
-	for my $script ([ $one, 2 ], [ $bulk, 1 ])
-	{
-		my ($out, $err) = ('', '');
-		push @load, [ IPC::Run::start(
-			[ "$bin/pgbench", '-n', '-c', $script->[1], '-j', $script->[1], '-T', '5', '-f', $script->[0],
-			  '-h', $node{$n}->host, '-p', $node{$n}->port, 'postgres' ],
-			'>', \$out, '2>', \$err), \$err, "through $n (" . ($script->[1] == 2 ? 'single rows' : 'bulk') . ')' ];
-	}
-}
-for my $l (@load)
-{
-	my ($h, $err, $what) = @$l;
-	ok(eval { $h->finish; 1 } && $h->result == 0, "inserts $what finished without an error") or diag($$err);
-}
+# Inserts through every node at once: single rows from two clients, 1,000-row statements from a third.
+my @load = map { start_insert_load($node{$_}, $major, $_, 'events', 'node', $_, 5) } qw(coord w1 w2);
+finish_loads(@load);
 
 my ($rows, $distinct) = split /\|/, $coord->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM events');
 cmp_ok($rows, '>', 10_000, "$rows rows through the three nodes");
