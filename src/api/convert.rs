@@ -3,153 +3,196 @@
 //! identity `bigint` column to `DEFAULT snowflake_next()`; `snowflake_unconvert(tbl, col,
 //! dry_run)` gives it back an identity that starts above every id it holds.
 //!
-//! Both run their DDL in the caller's transaction, as the caller (so only the table's owner can),
-//! and return the statements; with `dry_run` they only return them. VOLATILE (they change the
-//! catalog) and PARALLEL UNSAFE (DDL).
+//! Both run their DDL in the caller's transaction, as the caller (so only the table's owner, a
+//! member of its role or a superuser can), and return the statements; with `dry_run` they run
+//! every check, mint the id a conversion would compare with, and return the statements without
+//! running them. VOLATILE (they change the catalog) and PARALLEL UNSAFE (DDL). They are declared
+//! with `SET search_path = pg_catalog, pg_temp` and name every object qualified, so that a
+//! caller's objects cannot stand in for the catalogs' or the extension's.
 //!
-//! **Locks:** `ALTER TABLE … SET DEFAULT` and `DROP IDENTITY` take an `ACCESS EXCLUSIVE` lock on
-//! the table, held to the end of the transaction, but rewrite nothing: the conversion is a
-//! catalog change of a few milliseconds, and inserts from other sessions wait for it, then use the
-//! new default. `SET lock_timeout` first on a busy table. The inverse locks the table before it
-//! reads the largest id, so no insert can slip under the new identity's start.
+//! **Order:** the facts are read and checked (refusals cost nothing), then the table is locked
+//! `ACCESS EXCLUSIVE` (held to the end of the transaction; it rewrites nothing), the facts are
+//! read again under the lock, a snowflake id is minted (so a server that cannot mint refuses
+//! before any DDL), the largest stored id is read, and the plan runs. Inserts from other sessions
+//! wait for the lock, then use the new default. `SET lock_timeout` first on a busy table.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 
-use crate::core::convert::{self, Column, ConvertError, Source};
-
-fn refused(e: ConvertError, c: &Column) -> ErrorReport {
-    let hint = match &e {
-        ConvertError::NotBigint { .. } => format!(
-            "A snowflake id needs 63 bits. Changing the type rewrites the table under an ACCESS EXCLUSIVE lock, so it is yours to choose: ALTER TABLE {} ALTER COLUMN {} TYPE bigint, then convert.",
-            c.table, c.column
-        ),
-        ConvertError::SequenceShared { .. } => "Keep the sequence (drop_sequence => false), or first remove its other uses.".into(),
-        ConvertError::Nullable => format!("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL first.", c.table, c.column),
-        ConvertError::OtherDefault(_) | ConvertError::Generated | ConvertError::NotConverted => {
-            "Only a bigserial, serial8 or identity column is converted, and only a converted one back.".into()
-        }
-    };
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("cannot convert {}.{}", c.table, c.column),
-        "snowflake_id",
-    )
-    .set_detail(sentence(&e.to_string()))
-    .set_hint(hint)
-}
-
-/// "the column is …" as a DETAIL sentence.
-fn sentence(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map_or_else(String::new, |f| format!("{}{}.", f.to_uppercase(), c.as_str()))
-}
-
-fn spi_error(e: pgrx::spi::SpiError) -> ErrorReport {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("snowflake_id catalog query: {e}"), "snowflake_id")
-}
+use crate::core::convert::{self, Column, Grant, Sequence, Source};
+use crate::errors;
 
 /// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted.
 fn column(tbl: pg_sys::Oid, col: &str) -> Result<(Column, String), ErrorReport> {
-    let row = Spi::connect(|client| {
+    Spi::connect(|client| {
         let t = client.select(
-            "SELECT format('%s', c.oid::regclass), quote_ident(a.attname), format_type(a.atttypid, a.atttypmod),
-                    a.attgenerated <> '', a.attnotnull, a.attidentity::text,
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(a.attname),
+                    quote_ident(pg_get_userbyid(c.relowner)), c.relkind IN ('r', 'p'), pg_has_role(c.relowner, 'USAGE'),
+                    format_type(a.atttypid, a.atttypmod), a.attgenerated <> '', a.attnotnull, a.attidentity::text,
                     pg_get_expr(ad.adbin, ad.adrelid),
-                    -- the sequence a default or an identity takes its values from
-                    (SELECT format('%s', s.oid::regclass) FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
-                     WHERE d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_attrdef'::regclass
-                       AND d.objid = ad.oid AND d.deptype = 'n'
-                     LIMIT 1),
-                    pg_get_serial_sequence(format('%s', c.oid::regclass), a.attname),
-                    -- whether the default calls this extension's snowflake_next
-                    EXISTS (SELECT 1 FROM pg_depend d JOIN pg_proc p ON p.oid = d.refobjid AND p.proname = 'snowflake_next'
-                            JOIN pg_depend x ON x.classid = 'pg_proc'::regclass AND x.objid = p.oid AND x.deptype = 'e'
+                    -- an identity's sequence
+                    (SELECT d.objid FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+                     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+                       AND d.refobjid = c.oid AND d.refobjsubid = a.attnum AND d.deptype = 'i'),
+                    -- the sequence of a default that is exactly nextval() of it
+                    (SELECT s.oid FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
+                     WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass
+                       AND d.deptype = 'n'
+                       AND pg_get_expr(ad.adbin, ad.adrelid) = format('nextval(%L::regclass)', s.oid::regclass)),
+                    -- whether the default calls a function of this extension
+                    EXISTS (SELECT 1 FROM pg_depend d
+                            JOIN pg_depend x ON x.classid = 'pg_proc'::regclass AND x.objid = d.refobjid AND x.deptype = 'e'
                             JOIN pg_extension e ON e.oid = x.refobjid AND e.extname = 'snowflake_id'
                             WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_proc'::regclass),
-                    (SELECT quote_ident(n.nspname) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                    (SELECT quote_ident(en.nspname) FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace
                      WHERE e.extname = 'snowflake_id')
              FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND a.attnum > 0 AND NOT a.attisdropped
              LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
              WHERE c.oid = $1",
             Some(1),
-            &[tbl.into(), col.to_owned().into()],
+            &[tbl.into(), col.into()],
         )?;
         if t.is_empty() {
-            return Ok(None);
+            return Ok(Err(errors::no_such_column(col)));
         }
         let r = t.first();
-        Ok(Some((
-            r.get::<String>(1)?.unwrap_or_default(),
-            r.get::<String>(2)?.unwrap_or_default(),
-            r.get::<String>(3)?.unwrap_or_default(),
-            r.get::<bool>(4)?.unwrap_or(false),
-            r.get::<bool>(5)?.unwrap_or(false),
-            r.get::<String>(6)?.unwrap_or_default(),
-            r.get::<String>(7)?,
-            r.get::<String>(8)?,
-            r.get::<String>(9)?,
-            r.get::<bool>(10)?.unwrap_or(false),
-            r.get::<String>(11)?.unwrap_or_else(|| "public".into()),
-        )))
+        let text = |i| r.get::<String>(i).map(Option::unwrap_or_default);
+        let flag = |i| r.get::<bool>(i).map(|b| b == Some(true));
+        let table = text(1)?;
+        let identity = text(9)?;
+        let default = r.get::<String>(10)?;
+        let schema = text(14)?;
+        let source = if identity == "a" || identity == "d" {
+            match r.get::<pg_sys::Oid>(11)? {
+                Some(seq) => Source::Identity { always: identity == "a", sequence: sequence(client, seq)? },
+                // A partition's identity, whose sequence belongs to the partitioned table.
+                None => Source::Other("the identity of the table it is a partition of".into()),
+            }
+        } else if flag(13)? && default.as_deref().is_some_and(|d| convert::is_generator_call(d, &schema)) {
+            Source::Converted
+        } else if let Some(seq) = r.get::<pg_sys::Oid>(12)? {
+            Source::Sequence { sequence: qualified(client, seq)?, used_elsewhere: used_elsewhere(client, seq, tbl, col)? }
+        } else {
+            default.map_or(Source::Nothing, Source::Other)
+        };
+        let c = Column {
+            table,
+            column: text(2)?,
+            owner: text(3)?,
+            is_table: flag(4)?,
+            may_alter: flag(5)?,
+            type_name: text(6)?,
+            generated: flag(7)?,
+            not_null: flag(8)?,
+            source,
+        };
+        Ok(Ok((c, schema)))
     })
-    .map_err(spi_error)?;
-    let Some((
-        table,
-        column,
-        type_name,
-        generated,
-        not_null,
-        identity,
-        default,
-        default_seq,
-        serial_seq,
-        converted,
-        schema,
-    )) = row
-    else {
-        return Err(ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
-            format!("column \"{col}\" of the table does not exist"),
-            "snowflake_id",
-        ));
-    };
-    let source = if identity == "a" || identity == "d" {
-        let sequence = serial_seq.unwrap_or_default();
-        let last_value =
-            Spi::get_one_with_args::<i64>("SELECT pg_sequence_last_value($1::regclass)", &[sequence.clone().into()])
-                .map_err(spi_error)?;
-        Source::Identity { always: identity == "a", sequence, last_value }
-    } else if converted {
-        Source::Converted
-    } else if let Some(sequence) = default_seq {
-        // Anything else that takes its values from the same sequence: another default.
-        let used_elsewhere = Spi::get_one_with_args::<bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_depend d
-                            WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $1::regclass
-                              AND d.classid = 'pg_attrdef'::regclass AND d.deptype = 'n'
-                              AND d.objid <> (SELECT ad.oid FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-                                              WHERE ad.adrelid = $2 AND a.attname = $3::name))",
-            &[sequence.clone().into(), tbl.into(), col.to_owned().into()],
-        )
-        .map_err(spi_error)?
-        .unwrap_or(true);
-        Source::Sequence { sequence, used_elsewhere }
-    } else {
-        match default {
-            None => Source::Nothing,
-            Some(d) => Source::Other(d),
-        }
-    };
-    Ok((Column { table, column, type_name, generated, not_null, source }, schema))
+    .map_err(errors::catalog_query)?
+}
+
+type Client<'a> = pgrx::spi::SpiClient<'a>;
+
+fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi::SpiError> {
+    client
+        .select(
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            Some(1),
+            &[rel.into()],
+        )?
+        .first()
+        .get_one::<String>()
+        .map(Option::unwrap_or_default)
+}
+
+/// An identity's sequence: its step, cache, last value (when the caller may read it) and grants.
+fn sequence(client: &Client<'_>, seq: pg_sys::Oid) -> Result<Sequence, pgrx::spi::SpiError> {
+    let t = client.select(
+        "SELECT s.seqincrement, s.seqcache,
+                CASE WHEN has_sequence_privilege(s.seqrelid, 'SELECT, USAGE') THEN pg_sequence_last_value(s.seqrelid) END
+         FROM pg_sequence s WHERE s.seqrelid = $1",
+        Some(1),
+        &[seq.into()],
+    )?;
+    let r = t.first();
+    let (increment, cache, last_value) =
+        (r.get::<i64>(1)?.unwrap_or(1), r.get::<i64>(2)?.unwrap_or(1), r.get::<i64>(3)?);
+    let grants = client
+        .select(
+            "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+                    g.is_grantable
+             FROM pg_class c, aclexplode(c.relacl) g
+             WHERE c.oid = $1 AND g.grantee <> c.relowner ORDER BY 2, 1",
+            None,
+            &[seq.into()],
+        )?
+        .map(|r| {
+            Ok(Grant {
+                privilege: r.get::<String>(1)?.unwrap_or_default(),
+                grantee: r.get::<String>(2)?.unwrap_or_default(),
+                grant_option: r.get::<bool>(3)? == Some(true),
+            })
+        })
+        .collect::<Result<_, pgrx::spi::SpiError>>()?;
+    Ok(Sequence { name: qualified(client, seq)?, last_value, increment, cache, grants })
+}
+
+/// Whether anything but this column's default, in the table and the tables that inherit it or
+/// are its partitions (`SET DEFAULT` changes theirs too), depends on the sequence: another
+/// table's default, a view, a function's SQL body.
+fn used_elsewhere(
+    client: &Client<'_>,
+    seq: pg_sys::Oid,
+    tbl: pg_sys::Oid,
+    col: &str,
+) -> Result<bool, pgrx::spi::SpiError> {
+    client
+        .select(
+            "WITH RECURSIVE family(rel) AS (SELECT $2::oid UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)
+             SELECT EXISTS (
+               SELECT 1 FROM pg_depend d
+               WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND d.deptype = 'n'
+                 AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                   SELECT ad.oid FROM family f
+                   JOIN pg_attribute a ON a.attrelid = f.rel AND a.attname = $3::name
+                   JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum)))",
+            Some(1),
+            &[seq.into(), tbl.into(), col.into()],
+        )?
+        .first()
+        .get_one::<bool>()
+        .map(|b| b != Some(false))
+}
+
+/// Reads the facts, checks them with `check`, and unless `dry_run` locks the table and reads them
+/// again under the lock (another session may have changed the table while this one waited).
+fn locked_column(
+    tbl: pg_sys::Oid,
+    col: &str,
+    dry_run: bool,
+    check: fn(&Column) -> Result<(), convert::ConvertError>,
+) -> Result<(Column, String), ErrorReport> {
+    let (c, schema) = column(tbl, col)?;
+    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+    if dry_run {
+        return Ok((c, schema));
+    }
+    Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
+    let (c, schema) = column(tbl, col)?;
+    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+    Ok((c, schema))
+}
+
+fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
+    Spi::get_one::<i64>(query).map_err(errors::catalog_query)
 }
 
 fn run(plan: Vec<String>, dry_run: bool) -> Result<SetOfIterator<'static, String>, ErrorReport> {
     if !dry_run {
         for stmt in &plan {
-            Spi::run(stmt).map_err(spi_error)?;
+            Spi::run(stmt).map_err(errors::catalog_query)?;
         }
     }
     Ok(SetOfIterator::new(plan))
@@ -164,9 +207,19 @@ fn snowflake_convert(
     drop_sequence: bool,
     dry_run: bool,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let (c, schema) = column(tbl, &col.to_string_lossy())?;
-    let plan =
-        convert::convert(&c, &format!("{schema}.snowflake_next()"), drop_sequence).map_err(|e| refused(e, &c))?;
+    let col = col.to_string_lossy();
+    let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_convert)?;
+    if c.source == Source::Converted {
+        return Ok(SetOfIterator::new(Vec::new()));
+    }
+    // An id minted now: the server can mint (or this refuses before any DDL), and every stored id
+    // must lie below it.
+    // (Called directly rather than through SPI, so that its refusal reaches the caller as is.)
+    let first_id = crate::api::snowflake::snowflake_next_default();
+    let generator = format!("{schema}.snowflake_next()");
+    let max_id = one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table))?;
+    let plan = convert::convert(&c, &generator, drop_sequence, max_id, first_id)
+        .map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)
 }
 
@@ -178,24 +231,18 @@ fn snowflake_unconvert(
     col: &std::ffi::CStr,
     dry_run: bool,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let (c, schema) = column(tbl, &col.to_string_lossy())?;
-    if c.source != Source::Converted {
-        return Err(refused(ConvertError::NotConverted, &c));
-    }
-    if !dry_run {
-        Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(spi_error)?;
-    }
+    let col = col.to_string_lossy();
+    let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
-    // SELECT snowflake_next() that were never stored).
-    let start = Spi::get_one::<i64>(&format!(
-        "SELECT greatest(coalesce((SELECT max({col}) FROM {tbl}), 0),
+    // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
+    let start = one_i64(&format!(
+        "SELECT greatest(coalesce((SELECT pg_catalog.max({col}) FROM {tbl}), 0),
                          (SELECT {schema}.snowflake_max_id(reserved_until) FROM {schema}.snowflake_id_reservation())) + 1",
         col = c.column,
         tbl = c.table
-    ))
-    .map_err(spi_error)?
+    ))?
     .unwrap_or(1);
-    let plan = convert::unconvert(&c, start).map_err(|e| refused(e, &c))?;
+    let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)
 }
 
@@ -204,10 +251,12 @@ extension_sql!(
 CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
 RETURNS SETOF text
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
 CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
 RETURNS SETOF text
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';
 "#,
     name = "convert",

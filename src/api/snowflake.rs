@@ -45,7 +45,7 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// a server setting, which parallel workers share with their leader. (The Rust name keeps the C
 /// symbol 0.1.0's definition points to.)
 #[pg_extern(volatile, parallel_safe, name = "snowflake_next")]
-fn snowflake_next_default() -> i64 {
+pub(crate) fn snowflake_next_default() -> i64 {
     mint_owned_fast().unwrap_or_else(mint_owned)
 }
 

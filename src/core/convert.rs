@@ -1,34 +1,56 @@
 //! Converting an existing key column to `DEFAULT snowflake_next()`, and back: the rules, as a
 //! plan of DDL statements from facts about the column (`crate::api::convert` gathers the facts
-//! from the catalogs and runs the plan).
+//! from the catalogs, under an `ACCESS EXCLUSIVE` lock, and runs the plan).
 //!
-//! pgEdge's snowflake converts sequences too, and most of its bug reports are about that path: a
-//! column default without a dependency on the extension, identity columns, a `MAXVALUE` that made
-//! `pg_dump` restores fail, and Hibernate's block allocation. So the plan:
+//! pgEdge's snowflake converts sequences too, and the failures reported against that path are:
+//! a column default without a recorded dependency on the extension, identity columns, a
+//! `MAXVALUE` that made `pg_dump` restores fail, and Hibernate's block allocation. So the plan:
 //! - sets the default with `ALTER TABLE … SET DEFAULT`, whose expression records its dependency
 //!   on the function (`DROP EXTENSION` refuses while the default exists, and `pg_dump` orders the
 //!   extension first);
 //! - drops an identity with `DROP IDENTITY`, and for a serial column leaves its sequence alone
-//!   unless asked to drop it: nothing here alters a sequence's bounds, so nothing can make a
+//!   unless asked to drop it: nothing here alters a kept sequence's bounds, so nothing can make a
 //!   restore's `setval` fail;
-//! - leaves existing ids as they are: they are far below any snowflake id (a sequence counts up
-//!   from 1, a snowflake id carries milliseconds since the epoch in its top bits), so order and
-//!   uniqueness hold;
-//! - refuses what it cannot convert rather than guess: a column narrower than `bigint` (changing
-//!   its type rewrites the table, the user's choice), a generated column, a default that is not a
-//!   sequence's.
+//! - keeps existing ids as they are, and checks that they lie below every snowflake id the server
+//!   will mint (a sequence counts up from 1, a snowflake id carries milliseconds since the epoch
+//!   in its top bits; ids a table got from elsewhere may not), so order and uniqueness hold;
+//! - refuses what it cannot convert rather than guess: not a table, a caller who is not its
+//!   owner, a column narrower than `bigint` (changing its type rewrites the table, the user's
+//!   choice), a generated column, a default that is not exactly `nextval(<its sequence>)`.
 
 use std::fmt;
+
+/// A sequence as the catalogs describe it, for continuing it under another name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sequence {
+    /// Its name, qualified and quoted.
+    pub name: String,
+    pub last_value: Option<i64>,
+    pub increment: i64,
+    pub cache: i64,
+    /// Its privileges granted to roles other than its owner.
+    pub grants: Vec<Grant>,
+}
+
+/// One privilege on a sequence, as `aclexplode` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// `USAGE`, `SELECT` or `UPDATE`.
+    pub privilege: String,
+    /// The role, quoted, or `PUBLIC`.
+    pub grantee: String,
+    pub grant_option: bool,
+}
 
 /// How a column gets its values now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// `GENERATED ALWAYS AS IDENTITY` or `BY DEFAULT`; its sequence and that sequence's last value.
-    Identity { always: bool, sequence: String, last_value: Option<i64> },
-    /// `DEFAULT nextval(…)` (serial, bigserial): the sequence, and whether anything else depends
-    /// on it.
+    /// `GENERATED ALWAYS AS IDENTITY` or `BY DEFAULT`, and its sequence.
+    Identity { always: bool, sequence: Sequence },
+    /// `DEFAULT nextval(…)` (serial, bigserial): the sequence, and whether anything else (another
+    /// table's default, a view) depends on it.
     Sequence { sequence: String, used_elsewhere: bool },
-    /// Already `DEFAULT snowflake_next()`.
+    /// Already `DEFAULT snowflake_next()` (this extension's, with or without a shard).
     Converted,
     /// No default at all (the application supplies ids).
     Nothing,
@@ -36,11 +58,17 @@ pub enum Source {
     Other(String),
 }
 
-/// The facts about one column. Names are SQL text, already quoted (`format('%I')`, `regclass`).
+/// The facts about one column. Names are SQL text, already quoted and qualified.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Column {
     pub table: String,
     pub column: String,
+    /// The table's owner, quoted.
+    pub owner: String,
+    /// A plain or partitioned table (not a view, a foreign table, a sequence…).
+    pub is_table: bool,
+    /// The caller has the owner's privileges (is it, a member of it, or a superuser).
+    pub may_alter: bool,
     /// `format_type` of the column.
     pub type_name: String,
     pub generated: bool,
@@ -48,9 +76,24 @@ pub struct Column {
     pub source: Source,
 }
 
+/// Whether a default's text (`pg_get_expr`, names qualified) is exactly a call of this
+/// extension's generator in `schema` (quoted): `snowflake_next()` or `snowflake_next(<shard>)`.
+/// Anything more (`snowflake_next() + 1`, a `coalesce`) is some other default, which the inverse
+/// does not take apart.
+#[must_use]
+pub fn is_generator_call(default: &str, schema: &str) -> bool {
+    default
+        .strip_prefix(schema)
+        .and_then(|d| d.strip_prefix(".snowflake_next("))
+        .and_then(|d| d.strip_suffix(')'))
+        .is_some_and(|arg| arg.is_empty() || (arg.len() <= 5 && arg.bytes().all(|b| b.is_ascii_digit())))
+}
+
 /// Why a column is not converted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConvertError {
+    NotATable,
+    NotOwner,
     /// Narrower (or other) than `bigint`.
     NotBigint {
         type_name: String,
@@ -62,6 +105,15 @@ pub enum ConvertError {
     SequenceShared {
         sequence: String,
     },
+    /// A descending identity cannot be continued by counting up.
+    Descending {
+        sequence: String,
+    },
+    /// Stored ids reach the first snowflake id the server would mint.
+    IdsAboveSnowflake {
+        max: i64,
+        first: i64,
+    },
     /// The inverse needs `NOT NULL` for an identity.
     Nullable,
     /// The inverse of a column that is not `DEFAULT snowflake_next()`.
@@ -71,47 +123,104 @@ pub enum ConvertError {
 impl fmt::Display for ConvertError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ConvertError::NotATable => write!(f, "it is not a table's column (a view, a foreign table…)"),
+            ConvertError::NotOwner => write!(f, "only the table's owner may convert its columns"),
             ConvertError::NotBigint { type_name } => write!(f, "the column is {type_name}, not bigint"),
             ConvertError::Generated => write!(f, "the column is a generated column"),
-            ConvertError::OtherDefault(d) => write!(f, "the column's default is {d}, not a sequence's"),
+            ConvertError::OtherDefault(d) => write!(f, "the column's default is {d}, not nextval() of a sequence"),
             ConvertError::SequenceShared { sequence } => {
-                write!(f, "the sequence {sequence} is also used by something other than this column")
+                write!(f, "the sequence {sequence} is also used by another column's default or by a view")
             }
+            ConvertError::Descending { sequence } => write!(f, "the identity sequence {sequence} counts down"),
+            ConvertError::IdsAboveSnowflake { max, first } => write!(
+                f,
+                "the column holds ids up to {max}, at or above {first}, the next snowflake id: new ids would not sort after them, and could meet them"
+            ),
             ConvertError::Nullable => write!(f, "the column is not NOT NULL, which an identity needs"),
             ConvertError::NotConverted => write!(f, "the column's default is not snowflake_next()"),
         }
     }
 }
 
-/// The statements that switch `c` to `DEFAULT <generator>` (`generator` is the schema-qualified
-/// call, such as `public.snowflake_next()`), dropping the sequence that served it only when
-/// `drop_sequence`. An empty plan when it is converted already.
-///
-/// # Errors
-/// [`ConvertError`] for a column this does not convert.
-pub fn convert(c: &Column, generator: &str, drop_sequence: bool) -> Result<Vec<String>, ConvertError> {
+/// The checks every plan starts with.
+fn check_column(c: &Column) -> Result<(), ConvertError> {
+    if !c.is_table {
+        return Err(ConvertError::NotATable);
+    }
+    if !c.may_alter {
+        return Err(ConvertError::NotOwner);
+    }
     if c.generated {
         return Err(ConvertError::Generated);
     }
     if c.type_name != "bigint" {
         return Err(ConvertError::NotBigint { type_name: c.type_name.clone() });
     }
+    Ok(())
+}
+
+/// Whether the column's facts allow a conversion, before any of its rows are read: the glue
+/// checks this, then locks the table and reads the largest id.
+///
+/// # Errors
+/// [`ConvertError`] for a column this does not convert.
+pub fn check_convert(c: &Column) -> Result<(), ConvertError> {
+    check_column(c)?;
+    match &c.source {
+        Source::Other(d) => Err(ConvertError::OtherDefault(d.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// The statements that switch `c` to `DEFAULT <generator>` (`generator` is the schema-qualified
+/// call, such as `public.snowflake_next()`), dropping the sequence that served it only when
+/// `drop_sequence`. `max_id` is the largest id the column holds and `first_id` an id the server
+/// just minted: every stored id must be below it. An empty plan when it is converted already.
+///
+/// # Errors
+/// [`ConvertError`] for a column this does not convert.
+pub fn convert(
+    c: &Column,
+    generator: &str,
+    drop_sequence: bool,
+    max_id: Option<i64>,
+    first_id: i64,
+) -> Result<Vec<String>, ConvertError> {
+    check_convert(c)?;
+    if c.source == Source::Converted {
+        return Ok(Vec::new());
+    }
+    if let Some(max) = max_id.filter(|&m| m >= first_id) {
+        return Err(ConvertError::IdsAboveSnowflake { max, first: first_id });
+    }
     let alter = format!("ALTER TABLE {} ALTER COLUMN {}", c.table, c.column);
     let set_default = format!("{alter} SET DEFAULT {generator}");
     Ok(match &c.source {
-        Source::Converted => Vec::new(),
+        Source::Converted | Source::Other(_) => unreachable!("handled above"),
         Source::Nothing => vec![set_default],
-        Source::Other(d) => return Err(ConvertError::OtherDefault(d.clone())),
-        Source::Identity { sequence, last_value, .. } => {
-            // DROP IDENTITY drops the identity's sequence with it; to keep one for applications
-            // that call nextval() themselves, a plain sequence of the same name continues it.
+        Source::Identity { sequence: s, .. } => {
+            // DROP IDENTITY drops the identity's sequence with it. To keep one for applications
+            // that call nextval() themselves, a plain sequence of the same name, owner, step,
+            // cache and grants continues it, above both its last value and every stored id.
             let mut plan = vec![format!("{alter} DROP IDENTITY"), set_default];
             if !drop_sequence {
-                let start = last_value.map_or(1, |v| v.saturating_add(1));
+                if s.increment < 0 {
+                    return Err(ConvertError::Descending { sequence: s.name.clone() });
+                }
+                let top = s.last_value.unwrap_or(0).max(max_id.unwrap_or(0));
+                let start = top.saturating_add(s.increment.max(1));
                 plan.push(format!(
-                    "CREATE SEQUENCE {sequence} AS bigint START WITH {start} OWNED BY {}.{}",
-                    c.table, c.column
+                    "CREATE SEQUENCE {} AS bigint INCREMENT BY {} CACHE {} START WITH {start}",
+                    s.name,
+                    s.increment.max(1),
+                    s.cache.max(1)
                 ));
+                plan.push(format!("ALTER SEQUENCE {} OWNER TO {}", s.name, c.owner));
+                plan.push(format!("ALTER SEQUENCE {} OWNED BY {}.{}", s.name, c.table, c.column));
+                plan.extend(s.grants.iter().map(|g| {
+                    let option = if g.grant_option { " WITH GRANT OPTION" } else { "" };
+                    format!("GRANT {} ON SEQUENCE {} TO {}{option}", g.privilege, s.name, g.grantee)
+                }));
             }
             plan
         }
@@ -136,20 +245,30 @@ pub fn convert(c: &Column, generator: &str, drop_sequence: bool) -> Result<Vec<S
 /// server may have handed out.
 ///
 /// # Errors
-/// [`ConvertError::NotConverted`] unless the column is `DEFAULT snowflake_next()`,
-/// [`ConvertError::Nullable`] for a column an identity cannot have.
+/// [`ConvertError`]: not a table's `bigint` column the caller owns, not `DEFAULT
+/// snowflake_next()`, or a column an identity cannot have.
 pub fn unconvert(c: &Column, start: i64) -> Result<Vec<String>, ConvertError> {
+    check_unconvert(c)?;
+    let alter = format!("ALTER TABLE {} ALTER COLUMN {}", c.table, c.column);
+    Ok(vec![
+        format!("{alter} DROP DEFAULT"),
+        format!("{alter} ADD GENERATED BY DEFAULT AS IDENTITY (START WITH {start})"),
+    ])
+}
+
+/// Whether the inverse applies, before any row is read.
+///
+/// # Errors
+/// As [`unconvert`].
+pub fn check_unconvert(c: &Column) -> Result<(), ConvertError> {
+    check_column(c)?;
     if c.source != Source::Converted {
         return Err(ConvertError::NotConverted);
     }
     if !c.not_null {
         return Err(ConvertError::Nullable);
     }
-    let alter = format!("ALTER TABLE {} ALTER COLUMN {}", c.table, c.column);
-    Ok(vec![
-        format!("{alter} DROP DEFAULT"),
-        format!("{alter} ADD GENERATED BY DEFAULT AS IDENTITY (START WITH {start})"),
-    ])
+    Ok(())
 }
 
 #[cfg(test)]
@@ -160,6 +279,9 @@ mod tests {
         Column {
             table: "public.orders".into(),
             column: "id".into(),
+            owner: "app".into(),
+            is_table: true,
+            may_alter: true,
             type_name: "bigint".into(),
             generated: false,
             not_null: true,
@@ -167,58 +289,130 @@ mod tests {
         }
     }
 
+    fn identity(last_value: Option<i64>, increment: i64) -> Source {
+        Source::Identity {
+            always: true,
+            sequence: Sequence {
+                name: "public.orders_id_seq".into(),
+                last_value,
+                increment,
+                cache: 20,
+                grants: vec![
+                    Grant { privilege: "USAGE".into(), grantee: "reader".into(), grant_option: true },
+                    Grant { privilege: "SELECT".into(), grantee: "PUBLIC".into(), grant_option: false },
+                ],
+            },
+        }
+    }
+
     const G: &str = "public.snowflake_next()";
+    const FIRST: i64 = 250_000_000_000_000_000;
 
     #[test]
     fn bigserial() {
         let c = col(Source::Sequence { sequence: "public.orders_id_seq".into(), used_elsewhere: false });
         assert_eq!(
-            convert(&c, G, false).unwrap(),
+            convert(&c, G, false, Some(100), FIRST).unwrap(),
             vec!["ALTER TABLE public.orders ALTER COLUMN id SET DEFAULT public.snowflake_next()"]
         );
         assert_eq!(
-            convert(&c, G, true).unwrap(),
+            convert(&c, G, true, Some(100), FIRST).unwrap(),
             vec![
                 "ALTER TABLE public.orders ALTER COLUMN id SET DEFAULT public.snowflake_next()",
                 "DROP SEQUENCE public.orders_id_seq",
             ]
         );
         let shared = col(Source::Sequence { sequence: "s".into(), used_elsewhere: true });
-        assert_eq!(convert(&shared, G, true), Err(ConvertError::SequenceShared { sequence: "s".into() }));
-        assert!(convert(&shared, G, false).is_ok(), "kept, a shared sequence is no problem");
+        assert_eq!(convert(&shared, G, true, None, FIRST), Err(ConvertError::SequenceShared { sequence: "s".into() }));
+        assert!(convert(&shared, G, false, None, FIRST).is_ok(), "kept, a shared sequence is no problem");
     }
 
     #[test]
-    fn identity_always_and_by_default() {
+    fn identity_continued_above_its_last_value_and_every_stored_id() {
         for always in [true, false] {
-            let c = col(Source::Identity { always, sequence: "public.orders_id_seq".into(), last_value: Some(41) });
+            let mut c = col(identity(Some(41), 50));
+            if let Source::Identity { always: a, .. } = &mut c.source {
+                *a = always;
+            }
             assert_eq!(
-                convert(&c, G, true).unwrap(),
+                convert(&c, G, true, Some(41), FIRST).unwrap(),
                 vec![
                     "ALTER TABLE public.orders ALTER COLUMN id DROP IDENTITY",
                     "ALTER TABLE public.orders ALTER COLUMN id SET DEFAULT public.snowflake_next()",
                 ]
             );
+            // An explicit id of 5,000 in a BY DEFAULT column: the continuation starts above it.
             assert_eq!(
-                convert(&c, G, false).unwrap()[2],
-                "CREATE SEQUENCE public.orders_id_seq AS bigint START WITH 42 OWNED BY public.orders.id"
+                convert(&c, G, false, Some(5_000), FIRST).unwrap()[2..],
+                [
+                    "CREATE SEQUENCE public.orders_id_seq AS bigint INCREMENT BY 50 CACHE 20 START WITH 5050",
+                    "ALTER SEQUENCE public.orders_id_seq OWNER TO app",
+                    "ALTER SEQUENCE public.orders_id_seq OWNED BY public.orders.id",
+                    "GRANT USAGE ON SEQUENCE public.orders_id_seq TO reader WITH GRANT OPTION",
+                    "GRANT SELECT ON SEQUENCE public.orders_id_seq TO PUBLIC",
+                ]
             );
         }
-        let fresh = col(Source::Identity { always: true, sequence: "q".into(), last_value: None });
-        assert!(convert(&fresh, G, false).unwrap()[2].contains("START WITH 1 "));
+        let fresh = col(identity(None, 1));
+        assert!(convert(&fresh, G, false, None, FIRST).unwrap()[2].ends_with("START WITH 1"));
+        assert_eq!(
+            convert(&col(identity(Some(-5), -1)), G, false, None, FIRST),
+            Err(ConvertError::Descending { sequence: "public.orders_id_seq".into() })
+        );
+        assert!(
+            convert(&col(identity(Some(-5), -1)), G, true, None, FIRST).is_ok(),
+            "dropped, direction does not matter"
+        );
     }
 
     #[test]
     fn refusals_and_idempotence() {
         let int4 = Column { type_name: "integer".into(), ..col(Source::Nothing) };
-        assert_eq!(convert(&int4, G, false), Err(ConvertError::NotBigint { type_name: "integer".into() }));
+        assert_eq!(convert(&int4, G, false, None, FIRST), Err(ConvertError::NotBigint { type_name: "integer".into() }));
         assert_eq!(
-            convert(&Column { generated: true, ..col(Source::Nothing) }, G, false),
+            convert(&Column { generated: true, ..col(Source::Nothing) }, G, false, None, FIRST),
             Err(ConvertError::Generated)
         );
-        assert_eq!(convert(&col(Source::Other("42".into())), G, false), Err(ConvertError::OtherDefault("42".into())));
-        assert_eq!(convert(&col(Source::Converted), G, true), Ok(vec![]), "converting twice is harmless");
-        assert_eq!(convert(&col(Source::Nothing), G, false).unwrap().len(), 1);
+        assert_eq!(
+            convert(&Column { is_table: false, ..col(Source::Nothing) }, G, false, None, FIRST),
+            Err(ConvertError::NotATable)
+        );
+        assert_eq!(
+            convert(&Column { may_alter: false, ..col(Source::Nothing) }, G, false, None, FIRST),
+            Err(ConvertError::NotOwner)
+        );
+        assert_eq!(check_convert(&col(Source::Other("42".into()))), Err(ConvertError::OtherDefault("42".into())));
+        assert_eq!(
+            convert(&col(Source::Converted), G, true, Some(FIRST + 5), FIRST),
+            Ok(vec![]),
+            "converting twice is harmless"
+        );
+        assert_eq!(convert(&col(Source::Nothing), G, false, None, FIRST).unwrap().len(), 1);
+        // Stored ids at or above the next snowflake id (ids from another generator, a sequence
+        // set high): refused, whatever the source.
+        assert_eq!(
+            convert(&col(Source::Nothing), G, false, Some(FIRST), FIRST),
+            Err(ConvertError::IdsAboveSnowflake { max: FIRST, first: FIRST })
+        );
+        assert!(convert(&col(Source::Nothing), G, false, Some(FIRST - 1), FIRST).is_ok());
+    }
+
+    #[test]
+    fn generator_calls() {
+        assert!(is_generator_call("public.snowflake_next()", "public"));
+        assert!(is_generator_call("ids.snowflake_next(7)", "ids"));
+        assert!(is_generator_call("\"my ids\".snowflake_next(8191)", "\"my ids\""));
+        for other in [
+            "public.snowflake_next() + 1",
+            "COALESCE(public.snowflake_next(), 0)",
+            "other.snowflake_next()",
+            "public.snowflake_next_uuid()",
+            "public.snowflake_next(-1)",
+            "public.snowflake_next(1 + 2)",
+            "snowflake_next()",
+        ] {
+            assert!(!is_generator_call(other, "public"), "{other}");
+        }
     }
 
     #[test]
@@ -232,5 +426,9 @@ mod tests {
         );
         assert_eq!(unconvert(&col(Source::Nothing), 1), Err(ConvertError::NotConverted));
         assert_eq!(unconvert(&Column { not_null: false, ..col(Source::Converted) }, 1), Err(ConvertError::Nullable));
+        assert_eq!(
+            check_unconvert(&Column { is_table: false, ..col(Source::Converted) }),
+            Err(ConvertError::NotATable)
+        );
     }
 }
