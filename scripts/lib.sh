@@ -61,15 +61,22 @@ REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_id
 # pg_regress_suite MAJOR BINDIR PGXS_REGRESS HOST PORT OUTDIR TEST...: runs pg_test/sql/TEST.sql
 # through pg_regress against a running server, with pg_test/expected/pgMAJOR/ overriding
 # pg_test/expected/. Returns pg_regress's status; the output is in OUTDIR.
+# With REGRESS_AS_POSTGRES=yes, pg_regress runs as the postgres user (for a server that
+# authenticates local connections by peer), and OUTDIR and everything in it, pg_regress.log
+# included, is written by that user: the caller only reads it.
 pg_regress_suite() {
   local major="$1" bindir="$2" regress_bin="$3" host="$4" port="$5" out="$6"
   shift 6
-  rm -rf "$out" && mkdir -p "$out/input"
-  cp -r "$REPO_ROOT/pg_test/sql" "$REPO_ROOT/pg_test/expected" "$out/input/"
-  if [ -d "$REPO_ROOT/pg_test/expected/pg$major" ]; then cp "$REPO_ROOT/pg_test/expected/pg$major"/*.out "$out/input/expected/"; fi
-  chmod -R a+rwX "$out"
-  "$regress_bin" --bindir="$bindir" --host="$host" --port="$port" --user=postgres \
-    --inputdir="$out/input" --outputdir="$out" --dbname=sfid_regress "$@" >"$out/pg_regress.log" 2>&1
+  local run=()
+  if [ "${REGRESS_AS_POSTGRES:-no}" = yes ]; then run=(as_postgres); fi
+  "${run[@]}" rm -rf "$out"
+  "${run[@]}" mkdir -p "$out/input/expected"
+  tar -C "$REPO_ROOT/pg_test" -cf - sql expected | "${run[@]}" tar -xf - -C "$out/input"
+  if [ -d "$REPO_ROOT/pg_test/expected/pg$major" ]; then
+    tar -C "$REPO_ROOT/pg_test/expected/pg$major" -cf - . | "${run[@]}" tar -xf - -C "$out/input/expected"
+  fi
+  "${run[@]}" bash -c 'exec "$@" >"$0" 2>&1' "$out/pg_regress.log" "$regress_bin" --bindir="$bindir" --host="$host" \
+    --port="$port" --user=postgres --inputdir="$out/input" --outputdir="$out" --dbname=sfid_regress "$@"
 }
 
 # Runs a command as the postgres user, in a directory it can read.
@@ -95,8 +102,9 @@ cluster_start() {
   $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR"
   $SUDO rm -rf "$dir"
   $SUDO install -d -o postgres -g postgres -m 0700 "$dir"
-  as_postgres "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C >"$dir.initdb.log" 2>&1 \
-    || { cat "$dir.initdb.log" >&2; die "initdb failed"; }
+  # The log is written by postgres, who owns the directory: root never writes a path there.
+  as_postgres bash -c 'exec "$@" >"$0" 2>&1' "$dir/initdb.log" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C \
+    || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
   {
     echo "port = $port"
     echo "listen_addresses = ''"

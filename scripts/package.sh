@@ -3,7 +3,8 @@
 #
 #   target/package/postgresql-NN-snowflake-id_VERSION_ARCH.deb     (NN = 14 ... 18)
 #
-# - the name postgresql-NN-snowflake-id, Depends on postgresql-NN, as PGDG names extensions;
+# - the name postgresql-NN-snowflake-id, Depends on postgresql-NN, as PGDG names extensions, and
+#   on the libraries it links (dpkg-shlibdeps); Recommends libpq5, which the fleet check loads;
 # - the files where Debian's and PGDG's PostgreSQL look for them: /usr/lib/postgresql/NN/lib and
 #   /usr/share/postgresql/NN/extension;
 # - the version from Cargo.toml.
@@ -45,12 +46,19 @@ for v in $VERSIONS; do
   install -m 0644 "$stage$("$pgc" --sharedir)"/extension/snowflake_id* "$ext/"
   install -m 0644 README.md "$doc/README.md"
   printf 'snowflake_id %s\nLicense: PostgreSQL\n' "$version" >"$doc/copyright"
+  # The shared libraries it links (libc6, libgcc-s1), with the versions its symbols need. libpq is
+  # not linked: the fleet check loads it when it runs, hence Recommends.
+  shlib="$(mktemp -d)" && mkdir "$shlib/debian" && printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" >"$shlib/debian/control"
+  libdeps="$(cd "$shlib" && dpkg-shlibdeps -O -e "$lib/snowflake_id.so" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+  rm -rf "$shlib"
+  [ -n "$libdeps" ] || die "dpkg-shlibdeps found no library dependencies of $lib/snowflake_id.so"
   cat >"$root/DEBIAN/control" <<EOF
 Package: $name
 Version: $version
 Architecture: $arch
 Maintainer: snowflake_id maintainers <maintainers@users.noreply.a-seed-5781a37b.example>
-Depends: postgresql-$v, libc6
+Depends: postgresql-$v, $libdeps
+Recommends: libpq5
 Section: database
 Priority: optional
 Installed-Size: $(du -ks "$root/usr" | cut -f1)

@@ -15,8 +15,9 @@ setup_apt() {
   # libipc-run-perl: PostgreSQL's TAP framework (the multi-node tests); perl ships prove.
   # liblz4-dev, libzstd-dev, libkrb5-dev: building Citus for the multi-node tests (the wheel's
   # server headers include GSSAPI's).
+  # dpkg-dev: make package (dpkg-shlibdeps computes the packages' library dependencies).
   local pkgs=(postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl
-              liblz4-dev libzstd-dev libkrb5-dev python3-venv) missing=()
+              liblz4-dev libzstd-dev libkrb5-dev python3-venv dpkg-dev) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
