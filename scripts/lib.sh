@@ -104,7 +104,7 @@ cluster_start() {
   $SUDO install -d -o postgres -g postgres -m 0700 "$dir"
   # The log is written by postgres, who owns the directory: root never writes a path there.
   as_postgres bash -c 'exec "$@" >"$0" 2>&1' "$dir/initdb.log" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C \
-    || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+    || { as_postgres cat "$dir/initdb.log" >&2; die "initdb failed"; }
   {
     echo "port = $port"
     echo "listen_addresses = ''"
@@ -116,7 +116,7 @@ cluster_start() {
     if [ -n "${CLUSTER_CONF:-}" ]; then printf '%s\n' "$CLUSTER_CONF"; fi
   } | as_postgres tee -a "$dir/data/postgresql.conf" >/dev/null
   as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
-    || { cat "$dir/server.log" >&2; die "PostgreSQL $v did not start"; }
+    || { as_postgres cat "$dir/server.log" >&2; die "PostgreSQL $v did not start"; }
 }
 
 # cluster_restart VERSION NAME: stops and starts an existing cluster (after config changes).

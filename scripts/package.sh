@@ -49,7 +49,7 @@ for v in $VERSIONS; do
   # The shared libraries it links (libc6, libgcc-s1), with the versions its symbols need. libpq is
   # not linked: the fleet check loads it when it runs, hence Recommends.
   shlib="$(mktemp -d)" && mkdir "$shlib/debian" && printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" >"$shlib/debian/control"
-  libdeps="$(cd "$shlib" && dpkg-shlibdeps -O -e "$lib/snowflake_id.so" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')"
+  libdeps="$(cd "$shlib" && { dpkg-shlibdeps -O -e "$lib/snowflake_id.so" 2>/dev/null || true; } | sed -n 's/^shlibs:Depends=//p')"
   rm -rf "$shlib"
   [ -n "$libdeps" ] || die "dpkg-shlibdeps found no library dependencies of $lib/snowflake_id.so"
   cat >"$root/DEBIAN/control" <<EOF

@@ -55,11 +55,21 @@ setup_wheel_pg() {
 
 setup_apt
 setup_cargo_pgrx
-init_args=()
+declare -A pg_config_of=()
+# cargo pgrx init rewrites ~/.pgrx/config.toml with only the versions it is given: keep the
+# entries already there (other majors, a developer's own server) that still exist.
+config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+if [ -f "$config" ]; then
+  while IFS='=' read -r key value; do
+    key="${key// /}" value="$(sed 's/^ *"//; s/" *$//' <<<"$value")"
+    if [[ "$key" =~ ^pg1[4-8]$ ]] && [ -x "$value" ]; then pg_config_of[${key#pg}]="$value"; fi
+  done <"$config"
+fi
 for v in $PG_VERSIONS; do
   setup_wheel_pg "$v"
-  init_args+=("--pg$v" "$(pg_bin "$v")/pg_config")
+  pg_config_of[$v]="$(pg_bin "$v")/pg_config"
 done
-# One call with every version: each call rewrites ~/.pgrx/config.toml.
+init_args=()
+for v in "${!pg_config_of[@]}"; do init_args+=("--pg$v" "${pg_config_of[$v]}"); done
 cargo pgrx init "${init_args[@]}" >/dev/null
 log "ready: PostgreSQL ${PG_VERSIONS// /, }, cargo-pgrx $PGRX_VERSION"

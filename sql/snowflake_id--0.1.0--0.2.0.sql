@@ -101,11 +101,13 @@ REVOKE ALL ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM PU
 -- Converting existing bigserial and identity columns to DEFAULT snowflake_next(), and back.
 CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
 RETURNS SETOF text
-LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE c VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
 CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
 RETURNS SETOF text
-LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE c VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';

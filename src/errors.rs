@@ -23,7 +23,10 @@
 //! | 42804 | datatype_mismatch | a conversion of a column that is not `bigint` |
 //! | 42703 | undefined_column | a conversion of a column the table does not have |
 //! | 55000 | object_not_in_prerequisite_state | a conversion of a column holding ids at or above the next snowflake id |
-//! | 22023 | invalid_parameter_value | a conversion of a generated column, of another default, dropping a shared sequence or a descending identity's; an unconversion of an unconverted or nullable column |
+//! | 22023 | invalid_parameter_value | a conversion of a generated column or of another default; dropping a sequence that is not the column's own or that something else uses; keeping a descending identity's; an unconversion of an unconverted or nullable column |
+//! | 0A000 | feature_not_supported | an unconversion of a table with partitions or inheritance children, or of one |
+//! | 25000 | invalid_transaction_state | a conversion (not a dry run) in a REPEATABLE READ or SERIALIZABLE transaction |
+//! | 22004 | null_value_not_allowed | a converter given a NULL argument |
 //!
 //! Messages follow PostgreSQL's style: lower case, no final period; DETAIL and HINT are full
 //! sentences.
@@ -628,9 +631,21 @@ pub fn catalog_query(e: pgrx::spi::SpiError) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("snowflake_id catalog query: {e}"), FUNC)
 }
 
+/// A conversion in a REPEATABLE READ or SERIALIZABLE transaction, whose snapshot predates the lock.
+pub fn convert_needs_read_committed(table: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+        format!("cannot convert a column of {table} in a REPEATABLE READ or SERIALIZABLE transaction"),
+        FUNC,
+    )
+    .set_detail("The stored ids are read after the table is locked, and this transaction's snapshot would not show rows committed while it waited for the lock.")
+    .set_hint("Run it in a READ COMMITTED transaction (the default). A dry run works at any isolation level.")
+}
+
 /// A column `snowflake_convert` or `snowflake_unconvert` does not convert: 42809 for what is not
 /// a table, 42501 for a caller who is not its owner, 42804 for a column that is not `bigint`,
-/// 55000 for stored ids at or above the next snowflake id, 22023 for the rest.
+/// 55000 for stored ids at or above the next snowflake id, 0A000 for the inverse of a table with
+/// partitions or children or of one, 22023 for the rest.
 pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::convert::Column) -> ErrorReport {
     use crate::core::convert::ConvertError as E;
     let (code, hint) = match e {
@@ -648,7 +663,15 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         ),
         E::IdsAboveSnowflake { .. } => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            Some("New ids must sort above every stored one. Ids an identity from snowflake_unconvert() issued lie just ahead of the clock: wait until it passes them, or move the generators past them with snowflake_id_advance(). Ids from elsewhere: renumber those rows, or keep the column as it is.".into()),
+            Some("New ids must sort above every stored one. Ids an identity from snowflake_unconvert() issued lie just ahead of the clock: wait until it passes them, or have a superuser move the generators past them with snowflake_id_advance(). Ids from elsewhere: renumber those rows, or keep the column as it is.".into()),
+        ),
+        E::SequenceNotOwned { .. } => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("Keep it (drop_sequence => false), and DROP SEQUENCE it yourself once nothing uses it.".into()),
+        ),
+        E::InHierarchy => (
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            Some("Give each table of the tree the default you want yourself, above every id the whole tree holds.".into()),
         ),
         E::SequenceShared { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

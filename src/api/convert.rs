@@ -6,15 +6,21 @@
 //! Both run their DDL in the caller's transaction, as the caller (so only the table's owner, a
 //! member of its role or a superuser can), and return the statements; with `dry_run` they run
 //! every check, mint the id a conversion would compare with, and return the statements without
-//! running them. VOLATILE (they change the catalog) and PARALLEL UNSAFE (DDL). They are declared
-//! with `SET search_path = pg_catalog, pg_temp` and name every object qualified, so that a
-//! caller's objects cannot stand in for the catalogs' or the extension's.
+//! running them. VOLATILE (they change the catalog) and PARALLEL UNSAFE (DDL). Not STRICT: a
+//! NULL argument is an error (22004), not an empty result that would read as "nothing to do".
+//! They are declared with `SET search_path = pg_catalog, pg_temp` and name every object
+//! qualified, so that a caller's objects cannot stand in for the catalogs' or the extension's,
+//! and with `SET row_security = off`, so that a row policy that applies to the caller makes the
+//! reads of the stored ids fail (42501) rather than miss rows.
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing), then the table is locked
-//! `ACCESS EXCLUSIVE` (held to the end of the transaction; it rewrites nothing), the facts are
-//! read again under the lock, a snowflake id is minted (so a server that cannot mint refuses
-//! before any DDL), the largest stored id is read, and the plan runs. Inserts from other sessions
-//! wait for the lock, then use the new default. `SET lock_timeout` first on a busy table.
+//! `ACCESS EXCLUSIVE` by OID (held to the end of the transaction; it rewrites nothing), the facts
+//! are read again under the lock with a new snapshot (and an identity's sequence locked against
+//! `nextval`), its partitions and children are locked, a snowflake id is minted (so a server that
+//! cannot mint refuses before any DDL), the largest stored id is read, and the plan runs. Inserts
+//! from other sessions wait for the lock, then use the new default. `SET lock_timeout` first on a
+//! busy table. Under REPEATABLE READ or SERIALIZABLE the reads after the lock would still see the
+//! snapshot from before it, so only a dry run runs there.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -22,8 +28,9 @@ use pgrx::prelude::*;
 use crate::core::convert::{self, Column, Grant, Sequence, Source};
 use crate::errors;
 
-/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted.
-fn column(tbl: pg_sys::Oid, col: &str) -> Result<(Column, String), ErrorReport> {
+/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted. `locked`:
+/// the table is locked, and an identity's sequence is to be locked before its last value is read.
+fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String), ErrorReport> {
     Spi::connect(|client| {
         let t = client.select(
             "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(a.attname),
@@ -45,7 +52,12 @@ fn column(tbl: pg_sys::Oid, col: &str) -> Result<(Column, String), ErrorReport> 
                             JOIN pg_extension e ON e.oid = x.refobjid AND e.extname = 'snowflake_id'
                             WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_proc'::regclass),
                     (SELECT quote_ident(en.nspname) FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace
-                     WHERE e.extname = 'snowflake_id')
+                     WHERE e.extname = 'snowflake_id'),
+                    -- how pg_get_expr names the extension's functions: qualified, but for pg_catalog
+                    (SELECT CASE WHEN en.nspname = 'pg_catalog' THEN '' ELSE quote_ident(en.nspname) || '.' END
+                     FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace WHERE e.extname = 'snowflake_id'),
+                    EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid),
+                    a.attnum
              FROM pg_class c
              JOIN pg_namespace n ON n.oid = c.relnamespace
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND a.attnum > 0 AND NOT a.attisdropped
@@ -64,16 +76,22 @@ fn column(tbl: pg_sys::Oid, col: &str) -> Result<(Column, String), ErrorReport> 
         let identity = text(9)?;
         let default = r.get::<String>(10)?;
         let schema = text(14)?;
+        let prefix = text(15)?;
+        let attnum = r.get::<i16>(17)?.unwrap_or(0);
         let source = if identity == "a" || identity == "d" {
             match r.get::<pg_sys::Oid>(11)? {
-                Some(seq) => Source::Identity { always: identity == "a", sequence: sequence(client, seq)? },
+                Some(seq) => Source::Identity { always: identity == "a", sequence: sequence(client, seq, locked)? },
                 // A partition's identity, whose sequence belongs to the partitioned table.
                 None => Source::Other("the identity of the table it is a partition of".into()),
             }
-        } else if flag(13)? && default.as_deref().is_some_and(|d| convert::is_generator_call(d, &schema)) {
+        } else if flag(13)? && default.as_deref().is_some_and(|d| convert::is_generator_call(d, &prefix)) {
             Source::Converted
         } else if let Some(seq) = r.get::<pg_sys::Oid>(12)? {
-            Source::Sequence { sequence: qualified(client, seq)?, used_elsewhere: used_elsewhere(client, seq, tbl, col)? }
+            Source::Sequence {
+                sequence: qualified(client, seq)?,
+                owned: owned_by(client, seq, tbl, attnum)?,
+                used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
+            }
         } else {
             default.map_or(Source::Nothing, Source::Other)
         };
@@ -86,6 +104,7 @@ fn column(tbl: pg_sys::Oid, col: &str) -> Result<(Column, String), ErrorReport> 
             type_name: text(6)?,
             generated: flag(7)?,
             not_null: flag(8)?,
+            in_hierarchy: flag(16)?,
             source,
         };
         Ok(Ok((c, schema)))
@@ -107,18 +126,24 @@ fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi:
         .map(Option::unwrap_or_default)
 }
 
-/// An identity's sequence: its step, cache, last value (when the caller may read it) and grants.
-fn sequence(client: &Client<'_>, seq: pg_sys::Oid) -> Result<Sequence, pgrx::spi::SpiError> {
+/// An identity's sequence: its step, cache, start, last value (when the caller may read it) and
+/// grants. `lock`: first lock it against `nextval` (which takes ROW EXCLUSIVE) until the end of the
+/// transaction, so that no value is handed out between reading the last one and dropping it.
+fn sequence(client: &Client<'_>, seq: pg_sys::Oid, lock: bool) -> Result<Sequence, pgrx::spi::SpiError> {
+    if lock {
+        // SAFETY: a lock on a relation's OID, released at the end of the transaction.
+        unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE) };
+    }
     let t = client.select(
-        "SELECT s.seqincrement, s.seqcache,
+        "SELECT s.seqincrement, s.seqcache, s.seqstart,
                 CASE WHEN has_sequence_privilege(s.seqrelid, 'SELECT, USAGE') THEN pg_sequence_last_value(s.seqrelid) END
          FROM pg_sequence s WHERE s.seqrelid = $1",
         Some(1),
         &[seq.into()],
     )?;
     let r = t.first();
-    let (increment, cache, last_value) =
-        (r.get::<i64>(1)?.unwrap_or(1), r.get::<i64>(2)?.unwrap_or(1), r.get::<i64>(3)?);
+    let (increment, cache, start, last_value) =
+        (r.get::<i64>(1)?.unwrap_or(1), r.get::<i64>(2)?.unwrap_or(1), r.get::<i64>(3)?.unwrap_or(1), r.get::<i64>(4)?);
     let grants = client
         .select(
             "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
@@ -136,7 +161,22 @@ fn sequence(client: &Client<'_>, seq: pg_sys::Oid) -> Result<Sequence, pgrx::spi
             })
         })
         .collect::<Result<_, pgrx::spi::SpiError>>()?;
-    Ok(Sequence { name: qualified(client, seq)?, last_value, increment, cache, grants })
+    Ok(Sequence { name: qualified(client, seq)?, last_value, start, increment, cache, grants })
+}
+
+/// Whether the sequence is `OWNED BY` the column (a serial's is).
+fn owned_by(client: &Client<'_>, seq: pg_sys::Oid, tbl: pg_sys::Oid, attnum: i16) -> Result<bool, pgrx::spi::SpiError> {
+    client
+        .select(
+            "SELECT EXISTS (SELECT 1 FROM pg_depend d
+                            WHERE d.classid = 'pg_class'::regclass AND d.objid = $1 AND d.refclassid = 'pg_class'::regclass
+                              AND d.refobjid = $2 AND d.refobjsubid = $3 AND d.deptype = 'a')",
+            Some(1),
+            &[seq.into(), tbl.into(), i32::from(attnum).into()],
+        )?
+        .first()
+        .get_one::<bool>()
+        .map(|b| b == Some(true))
 }
 
 /// Whether anything but this column's default, in the table and the tables that inherit it or
@@ -174,19 +214,38 @@ fn locked_column(
     dry_run: bool,
     check: fn(&Column) -> Result<(), convert::ConvertError>,
 ) -> Result<(Column, String), ErrorReport> {
-    let (c, schema) = column(tbl, col)?;
+    let (c, schema) = column(tbl, col, false)?;
     check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
     if dry_run {
         return Ok((c, schema));
     }
-    Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
-    let (c, schema) = column(tbl, col)?;
+    // SAFETY: a read of the transaction's isolation level, a lock on the table's OID (so that a
+    // rename while this waits cannot swap the table), and the transaction id the DDL needs anyway:
+    // with one, pgrx runs every SPI query from here on read-write, each with a new snapshot, so
+    // the reads below see everything committed before the lock was granted.
+    unsafe {
+        if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+            return Err(errors::convert_needs_read_committed(&c.table));
+        }
+        pg_sys::LockRelationOid(tbl, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
+        let _ = pg_sys::GetCurrentTransactionId();
+    }
+    let (c, schema) = column(tbl, col, true)?;
     check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+    // Its partitions and children too, before their ids are read (the name is the locked table's).
+    Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
     Ok((c, schema))
 }
 
+/// A one-value query, read-only until the transaction has written (a dry run takes no
+/// transaction id, and runs on a hot standby).
 fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
-    Spi::get_one::<i64>(query).map_err(errors::catalog_query)
+    Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
+}
+
+/// A NULL argument of a converter (they are not STRICT: an empty result would say "nothing to do").
+fn required<T>(value: Option<T>, name: &str) -> Result<T, ErrorReport> {
+    value.ok_or_else(|| errors::null_argument(name))
 }
 
 fn run(plan: Vec<String>, dry_run: bool) -> Result<SetOfIterator<'static, String>, ErrorReport> {
@@ -202,12 +261,14 @@ fn run(plan: Vec<String>, dry_run: bool) -> Result<SetOfIterator<'static, String
 /// keeping the ids it holds. Returns the DDL it ran (or, with `dry_run`, would run).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn snowflake_convert(
-    tbl: pg_sys::Oid,
-    col: &std::ffi::CStr,
-    drop_sequence: bool,
-    dry_run: bool,
+    tbl: Option<pg_sys::Oid>,
+    col: Option<&std::ffi::CStr>,
+    drop_sequence: Option<bool>,
+    dry_run: Option<bool>,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let col = col.to_string_lossy();
+    let (tbl, drop_sequence, dry_run) =
+        (required(tbl, "tbl")?, required(drop_sequence, "drop_sequence")?, required(dry_run, "dry_run")?);
+    let col = required(col, "col")?.to_string_lossy();
     let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_convert)?;
     if c.source == Source::Converted {
         return Ok(SetOfIterator::new(Vec::new()));
@@ -227,11 +288,12 @@ fn snowflake_convert(
 /// it holds and every id this server's generators may have handed out.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn snowflake_unconvert(
-    tbl: pg_sys::Oid,
-    col: &std::ffi::CStr,
-    dry_run: bool,
+    tbl: Option<pg_sys::Oid>,
+    col: Option<&std::ffi::CStr>,
+    dry_run: Option<bool>,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let col = col.to_string_lossy();
+    let (tbl, dry_run) = (required(tbl, "tbl")?, required(dry_run, "dry_run")?);
+    let col = required(col, "col")?.to_string_lossy();
     let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
@@ -250,13 +312,15 @@ extension_sql!(
     r#"
 CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
 RETURNS SETOF text
-LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE c VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
 CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
 RETURNS SETOF text
-LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE c VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+SET row_security = off
 AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';
 "#,
     name = "convert",

@@ -16,7 +16,8 @@
 //!   in its top bits; ids a table got from elsewhere may not), so order and uniqueness hold;
 //! - refuses what it cannot convert rather than guess: not a table, a caller who is not its
 //!   owner, a column narrower than `bigint` (changing its type rewrites the table, the user's
-//!   choice), a generated column, a default that is not exactly `nextval(<its sequence>)`.
+//!   choice), a generated column, a default that is not exactly `nextval(<its sequence>)`; and
+//!   drops only a sequence that is the column's own and that nothing recorded uses.
 
 use std::fmt;
 
@@ -25,7 +26,10 @@ use std::fmt;
 pub struct Sequence {
     /// Its name, qualified and quoted.
     pub name: String,
+    /// The last value it handed out (`None` before the first, or when the caller may not read it).
     pub last_value: Option<i64>,
+    /// Its `START WITH`: the first value, while `last_value` is `None`.
+    pub start: i64,
     pub increment: i64,
     pub cache: i64,
     /// Its privileges granted to roles other than its owner.
@@ -47,9 +51,10 @@ pub struct Grant {
 pub enum Source {
     /// `GENERATED ALWAYS AS IDENTITY` or `BY DEFAULT`, and its sequence.
     Identity { always: bool, sequence: Sequence },
-    /// `DEFAULT nextval(…)` (serial, bigserial): the sequence, and whether anything else (another
-    /// table's default, a view) depends on it.
-    Sequence { sequence: String, used_elsewhere: bool },
+    /// `DEFAULT nextval(…)` (serial, bigserial): the sequence, whether it is `OWNED BY` this
+    /// column (a serial's is), and whether anything else the catalogs record (another table's
+    /// default, a view, a function's SQL body) depends on it.
+    Sequence { sequence: String, owned: bool, used_elsewhere: bool },
     /// Already `DEFAULT snowflake_next()` (this extension's, with or without a shard).
     Converted,
     /// No default at all (the application supplies ids).
@@ -73,18 +78,21 @@ pub struct Column {
     pub type_name: String,
     pub generated: bool,
     pub not_null: bool,
+    /// The table has partitions or inheritance children, or is one.
+    pub in_hierarchy: bool,
     pub source: Source,
 }
 
-/// Whether a default's text (`pg_get_expr`, names qualified) is exactly a call of this
-/// extension's generator in `schema` (quoted): `snowflake_next()` or `snowflake_next(<shard>)`.
-/// Anything more (`snowflake_next() + 1`, a `coalesce`) is some other default, which the inverse
-/// does not take apart.
+/// Whether a default's text (`pg_get_expr` under `search_path = pg_catalog, pg_temp`) is exactly
+/// a call of this extension's generator: `snowflake_next()` or `snowflake_next(<shard>)` after
+/// `prefix`, the extension's schema quoted and followed by a dot (empty for `pg_catalog`, which
+/// `pg_get_expr` does not print). Anything more (`snowflake_next() + 1`, a `coalesce`) is some
+/// other default, which the inverse does not take apart.
 #[must_use]
-pub fn is_generator_call(default: &str, schema: &str) -> bool {
+pub fn is_generator_call(default: &str, prefix: &str) -> bool {
     default
-        .strip_prefix(schema)
-        .and_then(|d| d.strip_prefix(".snowflake_next("))
+        .strip_prefix(prefix)
+        .and_then(|d| d.strip_prefix("snowflake_next("))
         .and_then(|d| d.strip_suffix(')'))
         .is_some_and(|arg| arg.is_empty() || (arg.len() <= 5 && arg.bytes().all(|b| b.is_ascii_digit())))
 }
@@ -101,6 +109,11 @@ pub enum ConvertError {
     Generated,
     /// A default that is not a sequence's.
     OtherDefault(String),
+    /// The sequence to drop is not the column's own (`OWNED BY` it): code the catalogs do not
+    /// record (PL/pgSQL, applications) may use it.
+    SequenceNotOwned {
+        sequence: String,
+    },
     /// The sequence to drop is also used by something else.
     SequenceShared {
         sequence: String,
@@ -116,6 +129,10 @@ pub enum ConvertError {
     },
     /// The inverse needs `NOT NULL` for an identity.
     Nullable,
+    /// The inverse of a table with partitions or children, or of one: `DROP DEFAULT` recurses
+    /// to the children but an identity does not (before PostgreSQL 17, not even to partitions),
+    /// and a partition's identity would meet the ids its parent's default still mints.
+    InHierarchy,
     /// The inverse of a column that is not `DEFAULT snowflake_next()`.
     NotConverted,
 }
@@ -128,6 +145,9 @@ impl fmt::Display for ConvertError {
             ConvertError::NotBigint { type_name } => write!(f, "the column is {type_name}, not bigint"),
             ConvertError::Generated => write!(f, "the column is a generated column"),
             ConvertError::OtherDefault(d) => write!(f, "the column's default is {d}, not nextval() of a sequence"),
+            ConvertError::SequenceNotOwned { sequence } => {
+                write!(f, "the sequence {sequence} is not owned by the column, so code the catalogs do not record may use it")
+            }
             ConvertError::SequenceShared { sequence } => {
                 write!(f, "the sequence {sequence} is also used by another column's default or by a view")
             }
@@ -137,6 +157,9 @@ impl fmt::Display for ConvertError {
                 "the column holds ids up to {max}, at or above {first}, the next snowflake id: new ids would not sort after them, and could meet them"
             ),
             ConvertError::Nullable => write!(f, "the column is not NOT NULL, which an identity needs"),
+            ConvertError::InHierarchy => {
+                write!(f, "the table has partitions or inheritance children, or is one, and one identity would not cover them all")
+            }
             ConvertError::NotConverted => write!(f, "the column's default is not snowflake_next()"),
         }
     }
@@ -202,17 +225,19 @@ pub fn convert(
             // DROP IDENTITY drops the identity's sequence with it. To keep one for applications
             // that call nextval() themselves, a plain sequence of the same name, owner, step,
             // cache and grants continues it, above both its last value and every stored id.
+            // The continuation has the default bounds: its start may lie above the identity's
+            // MAXVALUE, and it must never cycle back below the stored ids.
             let mut plan = vec![format!("{alter} DROP IDENTITY"), set_default];
             if !drop_sequence {
                 if s.increment < 0 {
                     return Err(ConvertError::Descending { sequence: s.name.clone() });
                 }
-                let top = s.last_value.unwrap_or(0).max(max_id.unwrap_or(0));
-                let start = top.saturating_add(s.increment.max(1));
+                let step = s.increment.max(1);
+                let next = s.last_value.map_or(s.start, |last| last.saturating_add(step));
+                let start = next.max(max_id.map_or(1, |m| m.saturating_add(step)));
                 plan.push(format!(
-                    "CREATE SEQUENCE {} AS bigint INCREMENT BY {} CACHE {} START WITH {start}",
+                    "CREATE SEQUENCE {} AS bigint INCREMENT BY {step} CACHE {} START WITH {start}",
                     s.name,
-                    s.increment.max(1),
                     s.cache.max(1)
                 ));
                 plan.push(format!("ALTER SEQUENCE {} OWNER TO {}", s.name, c.owner));
@@ -224,12 +249,15 @@ pub fn convert(
             }
             plan
         }
-        Source::Sequence { sequence, used_elsewhere } => {
+        Source::Sequence { sequence, owned, used_elsewhere } => {
             // Kept, the sequence stays as it is (owned by the column if it was), for applications
-            // that call nextval() themselves. Dropped only if nothing else uses it: once the
-            // default no longer names it, nothing here needs CASCADE.
+            // that call nextval() themselves. Dropped only if it is the column's own and nothing
+            // else uses it: once the default no longer names it, nothing here needs CASCADE.
             let mut plan = vec![set_default];
             if drop_sequence {
+                if !*owned {
+                    return Err(ConvertError::SequenceNotOwned { sequence: sequence.clone() });
+                }
                 if *used_elsewhere {
                     return Err(ConvertError::SequenceShared { sequence: sequence.clone() });
                 }
@@ -268,6 +296,9 @@ pub fn check_unconvert(c: &Column) -> Result<(), ConvertError> {
     if !c.not_null {
         return Err(ConvertError::Nullable);
     }
+    if c.in_hierarchy {
+        return Err(ConvertError::InHierarchy);
+    }
     Ok(())
 }
 
@@ -285,6 +316,7 @@ mod tests {
             type_name: "bigint".into(),
             generated: false,
             not_null: true,
+            in_hierarchy: false,
             source,
         }
     }
@@ -295,6 +327,7 @@ mod tests {
             sequence: Sequence {
                 name: "public.orders_id_seq".into(),
                 last_value,
+                start: 1,
                 increment,
                 cache: 20,
                 grants: vec![
@@ -310,7 +343,7 @@ mod tests {
 
     #[test]
     fn bigserial() {
-        let c = col(Source::Sequence { sequence: "public.orders_id_seq".into(), used_elsewhere: false });
+        let c = col(Source::Sequence { sequence: "public.orders_id_seq".into(), owned: true, used_elsewhere: false });
         assert_eq!(
             convert(&c, G, false, Some(100), FIRST).unwrap(),
             vec!["ALTER TABLE public.orders ALTER COLUMN id SET DEFAULT public.snowflake_next()"]
@@ -322,9 +355,15 @@ mod tests {
                 "DROP SEQUENCE public.orders_id_seq",
             ]
         );
-        let shared = col(Source::Sequence { sequence: "s".into(), used_elsewhere: true });
+        let shared = col(Source::Sequence { sequence: "s".into(), owned: true, used_elsewhere: true });
         assert_eq!(convert(&shared, G, true, None, FIRST), Err(ConvertError::SequenceShared { sequence: "s".into() }));
         assert!(convert(&shared, G, false, None, FIRST).is_ok(), "kept, a shared sequence is no problem");
+        let foreign = col(Source::Sequence { sequence: "billing.seq".into(), owned: false, used_elsewhere: false });
+        assert_eq!(
+            convert(&foreign, G, true, None, FIRST),
+            Err(ConvertError::SequenceNotOwned { sequence: "billing.seq".into() })
+        );
+        assert!(convert(&foreign, G, false, None, FIRST).is_ok());
     }
 
     #[test]
@@ -355,6 +394,13 @@ mod tests {
         }
         let fresh = col(identity(None, 1));
         assert!(convert(&fresh, G, false, None, FIRST).unwrap()[2].ends_with("START WITH 1"));
+        // An identity declared START WITH 1000000 that never handed out a value continues there.
+        let mut unused = col(identity(None, 1));
+        if let Source::Identity { sequence, .. } = &mut unused.source {
+            sequence.start = 1_000_000;
+        }
+        assert!(convert(&unused, G, false, Some(5), FIRST).unwrap()[2].ends_with("START WITH 1000000"));
+        assert!(convert(&unused, G, false, Some(2_000_000), FIRST).unwrap()[2].ends_with("START WITH 2000001"));
         assert_eq!(
             convert(&col(identity(Some(-5), -1)), G, false, None, FIRST),
             Err(ConvertError::Descending { sequence: "public.orders_id_seq".into() })
@@ -399,9 +445,10 @@ mod tests {
 
     #[test]
     fn generator_calls() {
-        assert!(is_generator_call("public.snowflake_next()", "public"));
-        assert!(is_generator_call("ids.snowflake_next(7)", "ids"));
-        assert!(is_generator_call("\"my ids\".snowflake_next(8191)", "\"my ids\""));
+        assert!(is_generator_call("public.snowflake_next()", "public."));
+        assert!(is_generator_call("ids.snowflake_next(7)", "ids."));
+        assert!(is_generator_call("\"my ids\".snowflake_next(8191)", "\"my ids\"."));
+        assert!(is_generator_call("snowflake_next()", ""), "installed in pg_catalog");
         for other in [
             "public.snowflake_next() + 1",
             "COALESCE(public.snowflake_next(), 0)",
@@ -411,7 +458,7 @@ mod tests {
             "public.snowflake_next(1 + 2)",
             "snowflake_next()",
         ] {
-            assert!(!is_generator_call(other, "public"), "{other}");
+            assert!(!is_generator_call(other, "public."), "{other}");
         }
     }
 
@@ -429,6 +476,14 @@ mod tests {
         assert_eq!(
             check_unconvert(&Column { is_table: false, ..col(Source::Converted) }),
             Err(ConvertError::NotATable)
+        );
+        assert_eq!(
+            check_unconvert(&Column { in_hierarchy: true, ..col(Source::Converted) }),
+            Err(ConvertError::InHierarchy)
+        );
+        assert!(
+            check_convert(&Column { in_hierarchy: true, ..col(Source::Converted) }).is_ok(),
+            "converting a tree is fine"
         );
     }
 }
