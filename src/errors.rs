@@ -18,12 +18,13 @@
 //! | XX001 | data_corrupted | the reservation file is damaged (generators disabled until it is replaced) |
 //! | 0A000 | feature_not_supported | `PREPARE TRANSACTION` of a change to `snowflake_id_space` |
 //! | 25006 | read_only_sql_transaction | a generator on a hot standby; `snowflake_id_advance` in a read-only transaction or on a standby |
-//! | 42809 | wrong_object_type | `snowflake_convert`/`snowflake_unconvert` of a column of a view, a foreign table… |
-//! | 42501 | insufficient_privilege | a conversion by a role that is not the table's owner (nor a member of it, nor a superuser) |
+//! | 42809 | wrong_object_type | `snowflake_convert`/`snowflake_unconvert` of a column of a view, a foreign table…, or of a table with a foreign partition or child |
+//! | 42501 | insufficient_privilege | a conversion by a role that is not the owner of the table or of one of its partitions or children (nor a member of it, nor a superuser), or that keeps an identity's sequence without CREATE on the schema; row security hiding rows from the check |
+//! | 42P01 | undefined_table | a conversion of a table dropped while the call waited for its lock |
 //! | 42804 | datatype_mismatch | a conversion of a column that is not `bigint` |
 //! | 42703 | undefined_column | a conversion of a column the table does not have |
 //! | 55000 | object_not_in_prerequisite_state | a conversion of a column holding ids at or above the next snowflake id |
-//! | 22023 | invalid_parameter_value | a conversion of a generated column or of another default; dropping a sequence that is not the column's own or that something else uses; keeping a descending identity's; an unconversion of an unconverted or nullable column |
+//! | 22023 | invalid_parameter_value | a conversion of a generated column, of another default, or of a tree where a partition or child has a default of its own; dropping a sequence that is not the column's own or that something else uses; an identity whose sequence something else uses; keeping a descending identity's; an unconversion of an unconverted or nullable column |
 //! | 0A000 | feature_not_supported | an unconversion of a table with partitions or inheritance children, or of one |
 //! | 25000 | invalid_transaction_state | a conversion (not a dry run) in a REPEATABLE READ or SERIALIZABLE transaction |
 //! | 22004 | null_value_not_allowed | a converter given a NULL argument |
@@ -616,6 +617,12 @@ pub fn key_file_unusable(why: &crate::keys::Unusable) -> ErrorReport {
     ErrorReport::new(code, message, FUNC).set_detail(detail).set_hint(KEY_FILE_HINT)
 }
 
+/// `snowflake_convert` or `snowflake_unconvert` of a table that no longer exists (dropped while
+/// the call waited for its lock).
+pub fn no_such_table() -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, "the table does not exist any more", FUNC)
+}
+
 /// `snowflake_convert` or `snowflake_unconvert` of a column that does not exist.
 pub fn no_such_column(col: &str) -> ErrorReport {
     ErrorReport::new(
@@ -643,7 +650,8 @@ pub fn convert_needs_read_committed(table: &str) -> ErrorReport {
 }
 
 /// A column `snowflake_convert` or `snowflake_unconvert` does not convert: 42809 for what is not
-/// a table, 42501 for a caller who is not its owner, 42804 for a column that is not `bigint`,
+/// a table (or has a foreign partition), 42501 for a caller who is not its owner (or a
+/// partition's, or may not create the continuation), 42804 for a column that is not `bigint`,
 /// 55000 for stored ids at or above the next snowflake id, 0A000 for the inverse of a table with
 /// partitions or children or of one, 22023 for the rest.
 pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::convert::Column) -> ErrorReport {
@@ -676,6 +684,26 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         E::SequenceShared { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             Some("Keep the sequence (drop_sequence => false), or first remove its other uses.".into()),
+        ),
+        E::IdentityShared { .. } => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("First make the other defaults and views stop using the identity's sequence.".into()),
+        ),
+        E::CannotCreate { .. } => (
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            Some("Run it as a role with CREATE on the table's schema, or drop the sequence with the identity (drop_sequence => true).".into()),
+        ),
+        E::ForeignDescendant { .. } => (
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            Some("Detach the foreign partition first, convert, and give the foreign table the default you want yourself.".into()),
+        ),
+        E::DescendantNotOwned { .. } => (
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            Some("Run it as the owner of every table in the tree, or as a superuser.".into()),
+        ),
+        E::DescendantDefault { .. } => (
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            Some("Give that table the parent's default first, or drop its default, if the change is what you want.".into()),
         ),
         E::Descending { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

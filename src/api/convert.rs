@@ -13,7 +13,9 @@
 //! and with `SET row_security = off`, so that a row policy that applies to the caller makes the
 //! reads of the stored ids fail (42501) rather than miss rows.
 //!
-//! **Order:** the facts are read and checked (refusals cost nothing), then the table is locked
+//! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
+//! not read, so a session waiting for a conversion of the same table holds no lock on it that
+//! the conversion's `DROP IDENTITY` would wait for), then the table is locked
 //! `ACCESS EXCLUSIVE` by OID (held to the end of the transaction; it rewrites nothing), the facts
 //! are read again under the lock with a new snapshot (and an identity's sequence locked against
 //! `nextval`), its partitions and children are locked, a snowflake id is minted (so a server that
@@ -25,12 +27,24 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::convert::{self, Column, Grant, Sequence, Source};
+use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
 use crate::errors;
 
-/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted. `locked`:
-/// the table is locked, and an identity's sequence is to be locked before its last value is read.
-fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String), ErrorReport> {
+/// What a read of the facts is for, which decides how an identity's sequence is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// The checks before a real conversion locks the table: the sequence's last value is not
+    /// read, so this session takes no lock on the sequence that a concurrent conversion of the
+    /// same table (which drops it while holding the table's lock) would wait for.
+    Check,
+    /// A dry run: the last value is read (`ACCESS SHARE` on the sequence, as any reader of it).
+    Plan,
+    /// Under the table's lock: the sequence is locked against `nextval` before it is read.
+    Locked,
+}
+
+/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted.
+fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), ErrorReport> {
     Spi::connect(|client| {
         let t = client.select(
             "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(a.attname),
@@ -56,8 +70,9 @@ fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String),
                     -- how pg_get_expr names the extension's functions: qualified, but for pg_catalog
                     (SELECT CASE WHEN en.nspname = 'pg_catalog' THEN '' ELSE quote_ident(en.nspname) || '.' END
                      FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace WHERE e.extname = 'snowflake_id'),
-                    EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid),
-                    a.attnum
+                    c.relkind = 'p' OR c.relispartition
+                      OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid),
+                    a.attnum, has_schema_privilege(c.relnamespace, 'CREATE')
              FROM pg_class c
              JOIN pg_namespace n ON n.oid = c.relnamespace
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND a.attnum > 0 AND NOT a.attisdropped
@@ -67,7 +82,11 @@ fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String),
             &[tbl.into(), col.into()],
         )?;
         if t.is_empty() {
-            return Ok(Err(errors::no_such_column(col)));
+            let table_exists = client
+                .select("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = $1)", Some(1), &[tbl.into()])?
+                .first()
+                .get_one::<bool>()?;
+            return Ok(Err(if table_exists == Some(true) { errors::no_such_column(col) } else { errors::no_such_table() }));
         }
         let r = t.first();
         let text = |i| r.get::<String>(i).map(Option::unwrap_or_default);
@@ -80,7 +99,11 @@ fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String),
         let attnum = r.get::<i16>(17)?.unwrap_or(0);
         let source = if identity == "a" || identity == "d" {
             match r.get::<pg_sys::Oid>(11)? {
-                Some(seq) => Source::Identity { always: identity == "a", sequence: sequence(client, seq, locked)? },
+                Some(seq) => Source::Identity {
+                    always: identity == "a",
+                    sequence: sequence(client, seq, read)?,
+                    used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
+                },
                 // A partition's identity, whose sequence belongs to the partitioned table.
                 None => Source::Other("the identity of the table it is a partition of".into()),
             }
@@ -93,7 +116,7 @@ fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String),
                 used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
             }
         } else {
-            default.map_or(Source::Nothing, Source::Other)
+            default.clone().map_or(Source::Nothing, Source::Other)
         };
         let c = Column {
             table,
@@ -105,6 +128,8 @@ fn column(tbl: pg_sys::Oid, col: &str, locked: bool) -> Result<(Column, String),
             generated: flag(7)?,
             not_null: flag(8)?,
             in_hierarchy: flag(16)?,
+            may_create: flag(18)?,
+            descendants: descendants(client, tbl, col, default, !identity.is_empty(), &prefix)?,
             source,
         };
         Ok(Ok((c, schema)))
@@ -126,24 +151,39 @@ fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi:
         .map(Option::unwrap_or_default)
 }
 
-/// An identity's sequence: its step, cache, start, last value (when the caller may read it) and
-/// grants. `lock`: first lock it against `nextval` (which takes ROW EXCLUSIVE) until the end of the
-/// transaction, so that no value is handed out between reading the last one and dropping it.
-fn sequence(client: &Client<'_>, seq: pg_sys::Oid, lock: bool) -> Result<Sequence, pgrx::spi::SpiError> {
-    if lock {
+/// An identity's sequence: its step, cache, start, last value (unless `read` is [`Read::Check`],
+/// and when the caller may read it) and grants. Under [`Read::Locked`] it is first locked against
+/// `nextval` (which takes ROW EXCLUSIVE) until the end of the transaction, so that no value is
+/// handed out between reading the last one and dropping it. The last value is read from the
+/// sequence itself (`ACCESS SHARE`), not with `pg_sequence_last_value()`, which takes ROW
+/// EXCLUSIVE: the on-disk value covers what other sessions hold in their caches.
+fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequence, pgrx::spi::SpiError> {
+    if read == Read::Locked {
         // SAFETY: a lock on a relation's OID, released at the end of the transaction.
         unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE) };
     }
     let t = client.select(
-        "SELECT s.seqincrement, s.seqcache, s.seqstart,
-                CASE WHEN has_sequence_privilege(s.seqrelid, 'SELECT, USAGE') THEN pg_sequence_last_value(s.seqrelid) END
+        "SELECT s.seqincrement, s.seqcache, s.seqstart, has_sequence_privilege(s.seqrelid, 'SELECT')
          FROM pg_sequence s WHERE s.seqrelid = $1",
         Some(1),
         &[seq.into()],
     )?;
     let r = t.first();
-    let (increment, cache, start, last_value) =
-        (r.get::<i64>(1)?.unwrap_or(1), r.get::<i64>(2)?.unwrap_or(1), r.get::<i64>(3)?.unwrap_or(1), r.get::<i64>(4)?);
+    let (increment, cache, start, readable) = (
+        r.get::<i64>(1)?.unwrap_or(1),
+        r.get::<i64>(2)?.unwrap_or(1),
+        r.get::<i64>(3)?.unwrap_or(1),
+        r.get::<bool>(4)?,
+    );
+    let name = qualified(client, seq)?;
+    let last_value = if read != Read::Check && readable == Some(true) {
+        client
+            .select(&format!("SELECT CASE WHEN is_called THEN last_value END FROM {name}"), Some(1), &[])?
+            .first()
+            .get_one::<i64>()?
+    } else {
+        None
+    };
     let grants = client
         .select(
             "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
@@ -161,7 +201,47 @@ fn sequence(client: &Client<'_>, seq: pg_sys::Oid, lock: bool) -> Result<Sequenc
             })
         })
         .collect::<Result<_, pgrx::spi::SpiError>>()?;
-    Ok(Sequence { name: qualified(client, seq)?, last_value, start, increment, cache, grants })
+    Ok(Sequence { name, last_value, start, increment, cache, grants })
+}
+
+/// The table's partitions and inheritance children at every level, with what a conversion needs
+/// to know of each. `default` is the table's own default for the column (as `pg_get_expr` prints
+/// it) and `identity` whether the column is an identity: a descendant's default that is neither
+/// the same nor this extension's generator, or an identity the table does not have, is reported.
+fn descendants(
+    client: &Client<'_>,
+    tbl: pg_sys::Oid,
+    col: &str,
+    default: Option<String>,
+    identity: bool,
+    prefix: &str,
+) -> Result<Vec<Descendant>, pgrx::spi::SpiError> {
+    client
+        .select(
+            "WITH RECURSIVE family(rel) AS (
+               SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = $1
+               UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)
+             SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f', pg_has_role(c.relowner, 'USAGE'),
+                    CASE WHEN a.attidentity <> '' AND NOT $4 THEN 'GENERATED AS IDENTITY'
+                         WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin, ad.adrelid) END
+             FROM family f
+             JOIN pg_class c ON c.oid = f.rel
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND NOT a.attisdropped
+             LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+             ORDER BY 1",
+            None,
+            &[tbl.into(), col.into(), default.into(), identity.into()],
+        )?
+        .map(|r| {
+            Ok(Descendant {
+                table: r.get::<String>(1)?.unwrap_or_default(),
+                foreign: r.get::<bool>(2)? == Some(true),
+                may_alter: r.get::<bool>(3)? == Some(true),
+                other_default: r.get::<String>(4)?.filter(|d| !convert::is_generator_call(d, prefix)),
+            })
+        })
+        .collect()
 }
 
 /// Whether the sequence is `OWNED BY` the column (a serial's is).
@@ -214,7 +294,7 @@ fn locked_column(
     dry_run: bool,
     check: fn(&Column) -> Result<(), convert::ConvertError>,
 ) -> Result<(Column, String), ErrorReport> {
-    let (c, schema) = column(tbl, col, false)?;
+    let (c, schema) = column(tbl, col, if dry_run { Read::Plan } else { Read::Check })?;
     check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
     if dry_run {
         return Ok((c, schema));
@@ -222,7 +302,9 @@ fn locked_column(
     // SAFETY: a read of the transaction's isolation level, a lock on the table's OID (so that a
     // rename while this waits cannot swap the table), and the transaction id the DDL needs anyway:
     // with one, pgrx runs every SPI query from here on read-write, each with a new snapshot, so
-    // the reads below see everything committed before the lock was granted.
+    // the reads below see everything committed before the lock was granted. (At wal_level
+    // replica or logical, taking ACCESS EXCLUSIVE assigns the id already, to log the lock for
+    // standbys; at minimal only this call does.)
     unsafe {
         if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
             return Err(errors::convert_needs_read_committed(&c.table));
@@ -230,15 +312,14 @@ fn locked_column(
         pg_sys::LockRelationOid(tbl, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
         let _ = pg_sys::GetCurrentTransactionId();
     }
-    let (c, schema) = column(tbl, col, true)?;
+    let (c, schema) = column(tbl, col, Read::Locked)?;
     check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
     // Its partitions and children too, before their ids are read (the name is the locked table's).
     Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
     Ok((c, schema))
 }
 
-/// A one-value query, read-only until the transaction has written (a dry run takes no
-/// transaction id, and runs on a hot standby).
+/// A one-value query, read-only until the transaction has a transaction id (a dry run takes none).
 fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
     Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
 }

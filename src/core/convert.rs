@@ -16,8 +16,10 @@
 //!   in its top bits; ids a table got from elsewhere may not), so order and uniqueness hold;
 //! - refuses what it cannot convert rather than guess: not a table, a caller who is not its
 //!   owner, a column narrower than `bigint` (changing its type rewrites the table, the user's
-//!   choice), a generated column, a default that is not exactly `nextval(<its sequence>)`; and
-//!   drops only a sequence that is the column's own and that nothing recorded uses.
+//!   choice), a generated column, a default that is not exactly `nextval(<its sequence>)`, a tree
+//!   with a foreign partition, one the caller does not own or one with a default of its own (the
+//!   DDL recurses to them); and drops only a sequence that is the column's own and that nothing
+//!   recorded uses.
 
 use std::fmt;
 
@@ -49,8 +51,10 @@ pub struct Grant {
 /// How a column gets its values now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// `GENERATED ALWAYS AS IDENTITY` or `BY DEFAULT`, and its sequence.
-    Identity { always: bool, sequence: Sequence },
+    /// `GENERATED ALWAYS AS IDENTITY` or `BY DEFAULT`, its sequence, and whether anything the
+    /// catalogs record (another table's default, a view) uses that sequence, which would make
+    /// `DROP IDENTITY` fail.
+    Identity { always: bool, sequence: Sequence, used_elsewhere: bool },
     /// `DEFAULT nextval(…)` (serial, bigserial): the sequence, whether it is `OWNED BY` this
     /// column (a serial's is), and whether anything else the catalogs record (another table's
     /// default, a view, a function's SQL body) depends on it.
@@ -78,9 +82,29 @@ pub struct Column {
     pub type_name: String,
     pub generated: bool,
     pub not_null: bool,
-    /// The table has partitions or inheritance children, or is one.
+    /// The table is partitioned, has inheritance children, or is a partition or a child.
     pub in_hierarchy: bool,
+    /// The caller may create objects in the table's schema (a kept identity's continuation is a
+    /// new sequence there).
+    pub may_create: bool,
+    /// The partitions and inheritance children, at every level: `SET DEFAULT` and `DROP
+    /// IDENTITY` recurse to them.
+    pub descendants: Vec<Descendant>,
     pub source: Source,
+}
+
+/// A partition or inheritance child of the table, at any level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descendant {
+    /// Its name, qualified and quoted.
+    pub table: String,
+    /// A foreign table: its rows live elsewhere, beyond the lock and the check of stored ids.
+    pub foreign: bool,
+    /// The caller has its owner's privileges (the recursing DDL needs them).
+    pub may_alter: bool,
+    /// Its own default for the column, when it is neither the table's default nor this
+    /// extension's generator (the glue compares them): `SET DEFAULT` would replace it unseen.
+    pub other_default: Option<String>,
 }
 
 /// Whether a default's text (`pg_get_expr` under `search_path = pg_catalog, pg_temp`) is exactly
@@ -118,6 +142,27 @@ pub enum ConvertError {
     SequenceShared {
         sequence: String,
     },
+    /// The identity's sequence is also used by something else: `DROP IDENTITY` would fail.
+    IdentityShared {
+        sequence: String,
+    },
+    /// Keeping an identity's sequence creates one in the table's schema, where the caller may not.
+    CannotCreate {
+        sequence: String,
+    },
+    /// A partition or child is a foreign table.
+    ForeignDescendant {
+        table: String,
+    },
+    /// The caller does not own a partition or child.
+    DescendantNotOwned {
+        table: String,
+    },
+    /// A partition or child has a default of its own.
+    DescendantDefault {
+        table: String,
+        default: String,
+    },
     /// A descending identity cannot be continued by counting up.
     Descending {
         sequence: String,
@@ -151,6 +196,24 @@ impl fmt::Display for ConvertError {
             ConvertError::SequenceShared { sequence } => {
                 write!(f, "the sequence {sequence} is also used by another column's default or by a view")
             }
+            ConvertError::IdentityShared { sequence } => write!(
+                f,
+                "the identity sequence {sequence} is also used by another column's default or by a view, so DROP IDENTITY would fail"
+            ),
+            ConvertError::CannotCreate { sequence } => write!(
+                f,
+                "keeping the identity sequence {sequence} means creating it again, and the caller may not create objects in its schema"
+            ),
+            ConvertError::ForeignDescendant { table } => {
+                write!(f, "its partition or child {table} is a foreign table, whose rows this server cannot lock or check")
+            }
+            ConvertError::DescendantNotOwned { table } => {
+                write!(f, "the caller does not own its partition or child {table}, which the change would alter too")
+            }
+            ConvertError::DescendantDefault { table, default } => write!(
+                f,
+                "its partition or child {table} has a default of its own ({default}), which the change would replace"
+            ),
             ConvertError::Descending { sequence } => write!(f, "the identity sequence {sequence} counts down"),
             ConvertError::IdsAboveSnowflake { max, first } => write!(
                 f,
@@ -158,7 +221,7 @@ impl fmt::Display for ConvertError {
             ),
             ConvertError::Nullable => write!(f, "the column is not NOT NULL, which an identity needs"),
             ConvertError::InHierarchy => {
-                write!(f, "the table has partitions or inheritance children, or is one, and one identity would not cover them all")
+                write!(f, "the table is partitioned, has inheritance children, or is a partition or a child, and one identity would not cover the tree")
             }
             ConvertError::NotConverted => write!(f, "the column's default is not snowflake_next()"),
         }
@@ -190,9 +253,25 @@ fn check_column(c: &Column) -> Result<(), ConvertError> {
 pub fn check_convert(c: &Column) -> Result<(), ConvertError> {
     check_column(c)?;
     match &c.source {
-        Source::Other(d) => Err(ConvertError::OtherDefault(d.clone())),
-        _ => Ok(()),
+        Source::Other(d) => return Err(ConvertError::OtherDefault(d.clone())),
+        Source::Identity { sequence, used_elsewhere: true, .. } => {
+            return Err(ConvertError::IdentityShared { sequence: sequence.name.clone() })
+        }
+        Source::Converted => return Ok(()),
+        _ => {}
     }
+    for d in &c.descendants {
+        if d.foreign {
+            return Err(ConvertError::ForeignDescendant { table: d.table.clone() });
+        }
+        if !d.may_alter {
+            return Err(ConvertError::DescendantNotOwned { table: d.table.clone() });
+        }
+        if let Some(default) = &d.other_default {
+            return Err(ConvertError::DescendantDefault { table: d.table.clone(), default: default.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// The statements that switch `c` to `DEFAULT <generator>` (`generator` is the schema-qualified
@@ -232,9 +311,13 @@ pub fn convert(
                 if s.increment < 0 {
                     return Err(ConvertError::Descending { sequence: s.name.clone() });
                 }
+                if !c.may_create {
+                    return Err(ConvertError::CannotCreate { sequence: s.name.clone() });
+                }
+                // At least 1, the default MINVALUE: above stored ids that are all negative too.
                 let step = s.increment.max(1);
                 let next = s.last_value.map_or(s.start, |last| last.saturating_add(step));
-                let start = next.max(max_id.map_or(1, |m| m.saturating_add(step)));
+                let start = next.max(max_id.map_or(1, |m| m.saturating_add(step))).max(1);
                 plan.push(format!(
                     "CREATE SEQUENCE {} AS bigint INCREMENT BY {step} CACHE {} START WITH {start}",
                     s.name,
@@ -317,6 +400,8 @@ mod tests {
             generated: false,
             not_null: true,
             in_hierarchy: false,
+            may_create: true,
+            descendants: Vec::new(),
             source,
         }
     }
@@ -335,6 +420,7 @@ mod tests {
                     Grant { privilege: "SELECT".into(), grantee: "PUBLIC".into(), grant_option: false },
                 ],
             },
+            used_elsewhere: false,
         }
     }
 
@@ -408,6 +494,64 @@ mod tests {
         assert!(
             convert(&col(identity(Some(-5), -1)), G, true, None, FIRST).is_ok(),
             "dropped, direction does not matter"
+        );
+        // Never below 1 (the continuation's MINVALUE), even over negative ids or a negative START.
+        let mut negative = col(identity(None, 1));
+        if let Source::Identity { sequence, .. } = &mut negative.source {
+            sequence.start = -9;
+        }
+        assert!(convert(&negative, G, false, None, FIRST).unwrap()[2].ends_with("START WITH 1"));
+        assert!(convert(&negative, G, false, Some(-3), FIRST).unwrap()[2].ends_with("START WITH 1"));
+        // Keeping it needs CREATE on the schema; dropping it does not.
+        let no_create = Column { may_create: false, ..col(identity(Some(41), 1)) };
+        assert_eq!(
+            convert(&no_create, G, false, None, FIRST),
+            Err(ConvertError::CannotCreate { sequence: "public.orders_id_seq".into() })
+        );
+        assert!(convert(&no_create, G, true, None, FIRST).is_ok());
+        // An identity sequence something else uses: DROP IDENTITY would fail, kept or not.
+        let mut shared = col(identity(Some(41), 1));
+        if let Source::Identity { used_elsewhere, .. } = &mut shared.source {
+            *used_elsewhere = true;
+        }
+        for drop_sequence in [false, true] {
+            assert_eq!(
+                convert(&shared, G, drop_sequence, None, FIRST),
+                Err(ConvertError::IdentityShared { sequence: "public.orders_id_seq".into() })
+            );
+        }
+    }
+
+    #[test]
+    fn descendants() {
+        let part = |foreign, may_alter, other_default: Option<&str>| Descendant {
+            table: "public.orders_2026".into(),
+            foreign,
+            may_alter,
+            other_default: other_default.map(Into::into),
+        };
+        let tree = |d| Column {
+            in_hierarchy: true,
+            descendants: vec![part(false, true, None), d],
+            ..col(Source::Sequence { sequence: "public.orders_id_seq".into(), owned: true, used_elsewhere: false })
+        };
+        assert!(check_convert(&tree(part(false, true, None))).is_ok());
+        let t = "public.orders_2026".to_owned();
+        assert_eq!(
+            check_convert(&tree(part(true, true, None))),
+            Err(ConvertError::ForeignDescendant { table: t.clone() })
+        );
+        assert_eq!(
+            check_convert(&tree(part(false, false, None))),
+            Err(ConvertError::DescendantNotOwned { table: t.clone() })
+        );
+        assert_eq!(
+            check_convert(&tree(part(false, true, Some("42")))),
+            Err(ConvertError::DescendantDefault { table: t, default: "42".into() })
+        );
+        assert!(
+            check_convert(&Column { source: Source::Converted, ..tree(part(true, false, Some("42"))) }).is_ok(),
+            "a converted table is left alone"
         );
     }
 
