@@ -139,6 +139,11 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
 
 type Client<'a> = pgrx::spi::SpiClient<'a>;
 
+/// The table `$1` and its partitions and inheritance children at every level, as `family(rel)`:
+/// the tables `SET DEFAULT` and `LOCK TABLE` recurse to.
+const FAMILY: &str = "WITH RECURSIVE family(rel) AS (
+    SELECT $1::oid UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)";
+
 fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi::SpiError> {
     client
         .select(
@@ -218,18 +223,18 @@ fn descendants(
 ) -> Result<Vec<Descendant>, pgrx::spi::SpiError> {
     client
         .select(
-            "WITH RECURSIVE family(rel) AS (
-               SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = $1
-               UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)
-             SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f', pg_has_role(c.relowner, 'USAGE'),
-                    CASE WHEN a.attidentity <> '' AND NOT $4 THEN 'GENERATED AS IDENTITY'
-                         WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin, ad.adrelid) END
-             FROM family f
-             JOIN pg_class c ON c.oid = f.rel
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND NOT a.attisdropped
-             LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
-             ORDER BY 1",
+            &format!(
+                "{FAMILY}
+                 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f', pg_has_role(c.relowner, 'USAGE'),
+                        CASE WHEN a.attidentity <> '' AND NOT $4 THEN 'GENERATED AS IDENTITY'
+                             WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin, ad.adrelid) END
+                 FROM family f
+                 JOIN pg_class c ON c.oid = f.rel AND c.oid <> $1
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND NOT a.attisdropped
+                 LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+                 ORDER BY 1"
+            ),
             None,
             &[tbl.into(), col.into(), default.into(), identity.into()],
         )?
@@ -270,16 +275,18 @@ fn used_elsewhere(
 ) -> Result<bool, pgrx::spi::SpiError> {
     client
         .select(
-            "WITH RECURSIVE family(rel) AS (SELECT $2::oid UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)
-             SELECT EXISTS (
-               SELECT 1 FROM pg_depend d
-               WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND d.deptype = 'n'
-                 AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
-                   SELECT ad.oid FROM family f
-                   JOIN pg_attribute a ON a.attrelid = f.rel AND a.attname = $3::name
-                   JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum)))",
+            &format!(
+                "{FAMILY}
+                 SELECT EXISTS (
+                   SELECT 1 FROM pg_depend d
+                   WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $2 AND d.deptype = 'n'
+                     AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                       SELECT ad.oid FROM family f
+                       JOIN pg_attribute a ON a.attrelid = f.rel AND a.attname = $3::name
+                       JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum)))"
+            ),
             Some(1),
-            &[seq.into(), tbl.into(), col.into()],
+            &[tbl.into(), seq.into(), col.into()],
         )?
         .first()
         .get_one::<bool>()
