@@ -64,6 +64,12 @@ pub fn null_argument(name: &str) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} must not be null"), FUNC)
 }
 
+/// The argument `name` of a function that is not STRICT (where a NULL result would mislead), or
+/// 22004 when it is NULL.
+pub fn required<T>(value: Option<T>, name: &str) -> Result<T, ErrorReport> {
+    value.ok_or_else(|| null_argument(name))
+}
+
 /// The generator a [`MintError`] came from, to name it in messages.
 #[derive(Clone, Copy)]
 pub enum Generator<'a> {

@@ -331,11 +331,6 @@ fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
     Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
 }
 
-/// A NULL argument of a converter (they are not STRICT: an empty result would say "nothing to do").
-fn required<T>(value: Option<T>, name: &str) -> Result<T, ErrorReport> {
-    value.ok_or_else(|| errors::null_argument(name))
-}
-
 fn run(plan: Vec<String>, dry_run: bool) -> Result<SetOfIterator<'static, String>, ErrorReport> {
     if !dry_run {
         for stmt in &plan {
@@ -354,9 +349,12 @@ fn snowflake_convert(
     drop_sequence: Option<bool>,
     dry_run: Option<bool>,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let (tbl, drop_sequence, dry_run) =
-        (required(tbl, "tbl")?, required(drop_sequence, "drop_sequence")?, required(dry_run, "dry_run")?);
-    let col = required(col, "col")?.to_string_lossy();
+    let (tbl, drop_sequence, dry_run) = (
+        errors::required(tbl, "tbl")?,
+        errors::required(drop_sequence, "drop_sequence")?,
+        errors::required(dry_run, "dry_run")?,
+    );
+    let col = errors::required(col, "col")?.to_string_lossy();
     let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_convert)?;
     if c.source == Source::Converted {
         return Ok(SetOfIterator::new(Vec::new()));
@@ -380,8 +378,8 @@ fn snowflake_unconvert(
     col: Option<&std::ffi::CStr>,
     dry_run: Option<bool>,
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
-    let (tbl, dry_run) = (required(tbl, "tbl")?, required(dry_run, "dry_run")?);
-    let col = required(col, "col")?.to_string_lossy();
+    let (tbl, dry_run) = (errors::required(tbl, "tbl")?, errors::required(dry_run, "dry_run")?);
+    let col = errors::required(col, "col")?.to_string_lossy();
     let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.

@@ -66,12 +66,10 @@ fn snowflake_fleet_check(
     ErrorReport,
 > {
     shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
-    let peers = peers.ok_or_else(|| errors::null_argument("peers"))?;
-    let limits = Limits {
-        max_skew_us: micros(max_skew.ok_or_else(|| errors::null_argument("max_skew"))?, "max_skew")?,
-        ..Limits::default()
-    };
-    let timeout_us = micros(timeout.ok_or_else(|| errors::null_argument("timeout"))?, "timeout")?;
+    let peers = errors::required(peers, "peers")?;
+    let limits =
+        Limits { max_skew_us: micros(errors::required(max_skew, "max_skew")?, "max_skew")?, ..Limits::default() };
+    let timeout_us = micros(errors::required(timeout, "timeout")?, "timeout")?;
     if !(1..=MAX_TIMEOUT_US).contains(&timeout_us) {
         return Err(ErrorReport::new(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -86,8 +84,7 @@ fn snowflake_fleet_check(
             "snowflake_id",
         ));
     }
-    let peers =
-        peers.into_iter().map(|p| p.ok_or_else(|| errors::null_argument("a peer"))).collect::<Result<Vec<_>, _>>()?;
+    let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
     let timeout = Duration::from_micros(timeout_us.unsigned_abs());
     let mut labels = vec!["(this server)".to_owned()];
     let mut servers = vec![Reached::Yes(glue::local_info(), None)];
