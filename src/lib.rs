@@ -27,7 +27,7 @@ mod wal;
 
 use pgrx::prelude::*;
 
-pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.2.0");
+pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.3.0");
 
 /// Registers the settings, and when preloaded, the shared memory.
 #[pg_guard]
