@@ -21,6 +21,7 @@ mod generate;
 mod guc;
 mod keys;
 mod reservation;
+mod restricted;
 mod shmem;
 mod space;
 mod wal;

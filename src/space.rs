@@ -38,7 +38,7 @@ use pgrx::{PgLogLevel, Spi};
 
 use crate::core::space::{self, Recorded, UUIDV7_MAX_STEPS};
 use crate::core::uuidv7;
-use crate::{clock, errors, guc, shmem};
+use crate::{clock, errors, guc, restricted, shmem};
 
 /// This backend's verdict (a backend serves one database for its whole life).
 static VERDICT: AtomicU8 = AtomicU8::new(UNCHECKED);
@@ -71,7 +71,7 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
             _ => {}
         }
     }
-    let mismatch = with_catalog_search_path(check)?;
+    let mismatch = restricted::with_catalog_search_path(check)?;
     VERDICT.store(if mismatch.is_some() { SNOWFLAKE_REFUSED } else { READY }, Ordering::Relaxed);
     // The counter read before the check: a change committed meanwhile is seen at the next call.
     CHECKED_AT.store(generation, Ordering::Relaxed);
@@ -79,31 +79,6 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
         Some(m) if snowflake => Err(errors::space_mismatch(&m)),
         _ => Ok(()),
     }
-}
-
-/// Runs `f` with `search_path = pg_catalog, pg_temp`, restoring it afterwards. An error on the
-/// way out is cleaned up by the (sub)transaction abort, which pops the GUC nesting level.
-fn with_catalog_search_path<T>(f: impl FnOnce() -> Result<T, ErrorReport>) -> Result<T, ErrorReport> {
-    // SAFETY: PostgreSQL's GUC-nesting API, paired below, in a backend inside a transaction (a
-    // generator runs in a query). GUC_ACTION_SAVE is allowed in parallel workers too.
-    let nest = unsafe {
-        let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        nest
-    };
-    let out = f();
-    // SAFETY: pops exactly the level pushed above.
-    unsafe { pg_sys::AtEOXact_GUC(true, nest) };
-    out
 }
 
 /// The record, and on the first check of this database since the start (or since its record

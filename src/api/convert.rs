@@ -10,8 +10,11 @@
 //! NULL argument is an error (22004), not an empty result that would read as "nothing to do".
 //! They are declared with `SET search_path = pg_catalog, pg_temp` and name every object
 //! qualified, so that a caller's objects cannot stand in for the catalogs' or the extension's,
-//! and with `SET row_security = off`, so that a row policy that applies to the caller makes the
-//! reads of the stored ids fail (42501) rather than miss rows.
+//! and with `SET row_security = off`, so that a row policy that applies to the reader makes the
+//! reads of the stored ids fail (42501) rather than miss rows. The one query over the table, its
+//! largest id, runs as the table's owner under a security-restricted operation
+//! (`crate::restricted`), in a dry run too: planning it evaluates the owner's index expressions,
+//! which must never run with a superuser's rights.
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
 //! not read, so a session waiting for a conversion of the same table holds no lock on it that
@@ -331,6 +334,18 @@ fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
     Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
 }
 
+/// The largest id the column holds, read as the table's owner under a security-restricted
+/// operation (`crate::restricted`): planning and running `max()` evaluates the owner's index
+/// expressions and may call the owner's functions, which must never run with the caller's rights.
+fn stored_max(tbl: pg_sys::Oid, c: &Column) -> Result<Option<i64>, ErrorReport> {
+    let owner = Spi::get_one_with_args::<pg_sys::Oid>("SELECT relowner FROM pg_class WHERE oid = $1", &[tbl.into()])
+        .map_err(errors::catalog_query)?
+        .ok_or_else(errors::no_such_table)?;
+    crate::restricted::as_table_owner(owner, || {
+        one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table))
+    })
+}
+
 fn run(plan: Vec<String>, dry_run: bool) -> Result<SetOfIterator<'static, String>, ErrorReport> {
     if !dry_run {
         for stmt in &plan {
@@ -364,7 +379,7 @@ fn snowflake_convert(
     // (Called directly rather than through SPI, so that its refusal reaches the caller as is.)
     let first_id = crate::api::snowflake::snowflake_next_default();
     let generator = format!("{schema}.snowflake_next()");
-    let max_id = one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table))?;
+    let max_id = stored_max(tbl, &c)?;
     let plan = convert::convert(&c, &generator, drop_sequence, max_id, first_id)
         .map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)
@@ -383,13 +398,9 @@ fn snowflake_unconvert(
     let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
-    let start = one_i64(&format!(
-        "SELECT greatest(coalesce((SELECT pg_catalog.max({col}) FROM {tbl}), 0),
-                         (SELECT {schema}.snowflake_max_id(reserved_until) FROM {schema}.snowflake_id_reservation())) + 1",
-        col = c.column,
-        tbl = c.table
-    ))?
-    .unwrap_or(1);
+    let reserved =
+        one_i64(&format!("SELECT {schema}.snowflake_max_id(reserved_until) FROM {schema}.snowflake_id_reservation()"))?;
+    let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved.unwrap_or(0)).saturating_add(1);
     let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)
 }
