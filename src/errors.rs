@@ -60,6 +60,15 @@ pub fn not_preloaded() -> ErrorReport {
     .set_hint("Add this line to postgresql.conf and restart the server: shared_preload_libraries = 'snowflake_id'")
 }
 
+/// A trigger function called as a plain function.
+pub fn not_called_as_trigger(function: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+        format!("{function} can only be called as a trigger"),
+        FUNC,
+    )
+}
+
 pub fn null_argument(name: &str) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} must not be null"), FUNC)
 }

@@ -103,11 +103,20 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
 #[unsafe(no_mangle)]
 #[doc(hidden)]
 #[pg_guard]
-pub unsafe extern "C-unwind" fn snowflake_id_space_changed(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn snowflake_id_space_changed(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     use pgrx::{register_xact_callback, PgXactCallbackEvent};
     use std::sync::atomic::{AtomicBool, Ordering};
     /// Whether this transaction already has its end-of-transaction callbacks.
     static REGISTERED: AtomicBool = AtomicBool::new(false);
+    // SAFETY: the trigger manager passes its TriggerData as the call's context; a direct call has
+    // none (or another node), and must not make every backend read its record again.
+    let as_trigger = unsafe {
+        let context = (*fcinfo).context;
+        !context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData
+    };
+    if !as_trigger {
+        errors::raise(errors::not_called_as_trigger("snowflake_id_space_changed"));
+    }
     crate::shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
         register_xact_callback(PgXactCallbackEvent::Commit, || {
@@ -151,6 +160,7 @@ ALTER TABLE snowflake_id_space REPLICA IDENTITY FULL;
 -- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.
 CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
 LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
+REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 ALTER TABLE snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
