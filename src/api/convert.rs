@@ -395,12 +395,11 @@ fn snowflake_unconvert(
 ) -> Result<SetOfIterator<'static, String>, ErrorReport> {
     let (tbl, dry_run) = (errors::required(tbl, "tbl")?, errors::required(dry_run, "dry_run")?);
     let col = errors::required(col, "col")?.to_string_lossy();
-    let (c, schema) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
+    let (c, _) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
-    let reserved =
-        one_i64(&format!("SELECT {schema}.snowflake_max_id(reserved_until) FROM {schema}.snowflake_id_reservation()"))?;
-    let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved.unwrap_or(0)).saturating_add(1);
+    let reserved = crate::api::snowflake::max_id_before_reservation()?;
+    let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved).saturating_add(1);
     let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)
 }

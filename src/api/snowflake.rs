@@ -303,6 +303,20 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     layout.max_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
 
+/// The largest id any shard may have minted under the durable reservation (0 before the first):
+/// the last id of the reservation's tick.
+///
+/// # Errors
+/// 55000 without the preload; the layout's error for a reservation outside its range.
+pub(crate) fn max_id_before_reservation() -> Result<i64, ErrorReport> {
+    let (until, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
+    if until <= 0 {
+        return Ok(0);
+    }
+    let layout = guc::layout();
+    layout.max_id_at(until).map_err(|e| errors::id_error(e, layout))
+}
+
 // `snowflake_decode` returns a record with OUT parameters, so it serves both
 // `SELECT * FROM snowflake_decode(id)` and `(snowflake_decode(id)).shard`. pgrx 0.18 has no
 // OUT-parameter return, so it is declared in SQL over the three readers above.

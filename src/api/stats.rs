@@ -124,8 +124,9 @@ fn snowflake_id_reservation() -> Result<
     Ok(TableIterator::once((ts(until)?, FILE_NAME.to_owned(), i64::try_from(writes).unwrap_or(i64::MAX), ts(at)?)))
 }
 
-// The statistics show every database's shard activity, so, as PostgreSQL does for its own
-// cluster-wide statistics, they are for pg_monitor (and superusers), not PUBLIC.
+// The statistics show every database's shard activity, and the reservation's writes the server's
+// mint rate, so, as PostgreSQL does for its own cluster-wide statistics, they are for pg_monitor
+// (and superusers), not PUBLIC.
 extension_sql!(
     r#"
 CREATE VIEW snowflake_id_stats AS SELECT * FROM snowflake_id_stats();
@@ -135,9 +136,11 @@ GRANT EXECUTE ON FUNCTION snowflake_id_stats() TO pg_monitor;
 REVOKE ALL ON snowflake_id_stats FROM PUBLIC;
 GRANT SELECT ON snowflake_id_stats TO pg_monitor;
 REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_reservation() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 "#,
     name = "snowflake_id_stats_view",
-    requires = [snowflake_id_stats, snowflake_id_stats_reset]
+    requires = [snowflake_id_stats, snowflake_id_stats_reset, snowflake_id_reservation]
 );
 
 /// How far ahead of the clock `snowflake_id_advance` may move the generators: enough for any
