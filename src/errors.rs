@@ -60,6 +60,48 @@ pub fn not_preloaded() -> ErrorReport {
     .set_hint("Add this line to postgresql.conf and restart the server: shared_preload_libraries = 'snowflake_id'")
 }
 
+/// `snowflake_fleet_check` while `snowflake_id.fleet_connections` is off.
+pub fn fleet_connections_disabled() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_fleet_check cannot connect to other servers on this server",
+        FUNC,
+    )
+    .set_detail("snowflake_id.fleet_connections is off.")
+    .set_hint(
+        "Run the check from a server that allows it, or have an administrator set snowflake_id.fleet_connections = on.",
+    )
+}
+
+/// A peer's connection string that libpq cannot read (or no libpq to read it).
+pub fn fleet_connection_string(why: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid connection string for a peer: {why}"),
+        FUNC,
+    )
+}
+
+/// A connection string a role that is not a superuser may not use (`crate::core::conninfo`).
+pub fn fleet_connection_refused(refusal: &crate::core::conninfo::Refusal) -> ErrorReport {
+    use crate::core::conninfo::Refusal;
+    match refusal {
+        Refusal::NoPassword => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED,
+            "password is required",
+            FUNC,
+        )
+        .set_detail("Non-superusers must provide a password in the connection string of every peer.")
+        .set_hint("Add password=... to the connection string; the peer must ask for it."),
+        Refusal::Keyword { keyword } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("connection option \"{keyword}\" is not allowed for non-superusers"),
+            FUNC,
+        )
+        .set_detail("Only superusers may use connection options that read the server's files or credentials."),
+    }
+}
+
 /// A trigger function called as a plain function.
 pub fn not_called_as_trigger(function: &str) -> ErrorReport {
     ErrorReport::new(

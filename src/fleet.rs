@@ -24,25 +24,36 @@
 //! is not one row of at most 64 KiB, or is anything but rows (a peer answering with a COPY, say).
 //! libpq's notices from the peer are dropped, never written to this server's log.
 //!
+//! **What a peer can make this backend hold:** little. Rows are read in single-row mode (the
+//! second row ends the conversation), and the bytes libpq holds are watched after every call that
+//! may read or parse ([`MemoryWatch`]): a peer that announces or streams more than 4 MiB is
+//! dropped as soon as libpq has allocated for it, before it can fill that memory.
+//!
 //! **What cannot be bounded:** libpq resolves a host name with `getaddrinfo` inside
 //! `PQconnectPoll`, which blocks (the resolver's own timeout, 5 s a try by default) and cannot be
 //! cancelled; so can Kerberos negotiation. Give peers as addresses (`hostaddr=`) where that
 //! matters. A peer may name one host only, so that one entry is one server and one lookup.
 //!
-//! **Who may connect how:** a superuser, as the server (peer or trust authentication, the server
-//! user's `.pgpass`); any other role granted the function only with a password that the peer
-//! actually asked for (`PQconnectionUsedPassword`), as `dblink` requires, so that a grant cannot
-//! borrow the server's own identity.
+//! **Who may connect how** (`crate::core::conninfo`, the rules of `dblink` and `postgres_fdw`):
+//! nobody when `snowflake_id.fleet_connections` is off. A superuser, as the server (peer or trust
+//! authentication, the server user's `.pgpass`, service file and certificates). Any other role
+//! granted the function only with a password of its own in the string, which the peer must ask
+//! for (`require_auth` with libpq 16 or later, `PQconnectionUsedPassword` on every version), only
+//! with the keywords of an allow-list (none that reads or writes a file of the server's, or uses
+//! another kind of credential), and never with the server's client certificate or Kerberos
+//! credentials, so that a grant cannot borrow the server's identity.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
 
+use crate::core::conninfo;
 use crate::core::fleet::{Reached, Sample, ServerInfo};
 use crate::core::shards::ShardSet;
-use crate::{clock, guc, shmem};
+use crate::{clock, errors, guc, shmem};
 
 /// This server's facts, for `snowflake_fleet_info()` and as the check's first server.
 pub fn local_info() -> ServerInfo {
@@ -125,8 +136,13 @@ const PGRES_POLLING_READING: c_int = 1;
 const PGRES_POLLING_WRITING: c_int = 2;
 const PGRES_POLLING_OK: c_int = 3;
 const PGRES_TUPLES_OK: c_int = 2;
+const PGRES_SINGLE_TUPLE: c_int = 9;
 /// The most a peer's answer may hold.
 const MAX_VALUE_BYTES: c_int = 64 * 1024;
+/// The most libpq may hold in memory for one peer at any time, whatever the peer sends: its
+/// input buffer, results, notices and parameter reports. An answer of [`MAX_VALUE_BYTES`] needs a
+/// small part of it.
+const MAX_BUFFERED_BYTES: usize = 4 << 20;
 
 /// The libpq functions the check calls.
 struct Libpq {
@@ -153,6 +169,8 @@ struct Libpq {
         *mut c_void,
     ) -> *mut c_void,
     connection_used_password: unsafe extern "C" fn(*const PGconn) -> c_int,
+    set_single_row_mode: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    lib_version: unsafe extern "C" fn() -> c_int,
     getlength: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
     flush: unsafe extern "C" fn(*mut PGconn) -> c_int,
     consume_input: unsafe extern "C" fn(*mut PGconn) -> c_int,
@@ -183,17 +201,20 @@ fn libpq() -> Result<&'static Libpq, String> {
 // Each transmute's target is the `Libpq` field it initialises, whose type is libpq's signature.
 #[allow(clippy::missing_transmute_annotations)]
 fn load_libpq() -> Result<Libpq, String> {
-    // The system's, else the one beside the server's own libraries (a relocatable install).
+    // The one beside the server's own libraries (a relocatable install: the server's own
+    // version, whose keywords the server's documentation lists), else the system's.
     // SAFETY: pkglib_path is set at start, a NUL-terminated path.
     let pkglib = unsafe { CStr::from_ptr(std::ptr::addr_of!(pg_sys::pkglib_path).cast::<c_char>()) }
         .to_string_lossy()
         .into_owned();
-    let candidates = ["libpq.so.5".to_owned(), format!("{pkglib}/libpq.so.5"), format!("{pkglib}/../libpq.so.5")];
+    let candidates = [format!("{pkglib}/../libpq.so.5"), format!("{pkglib}/libpq.so.5"), "libpq.so.5".to_owned()];
     let mut handle = std::ptr::null_mut();
     for c in &candidates {
         let name = CString::new(c.as_str()).map_err(|e| e.to_string())?;
         // SAFETY: dlopen with a valid path; a failure returns NULL.
-        handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        // RTLD_LOCAL: libpq's symbols stay out of the server's global namespace, where another
+        // library loaded later could bind to them instead of its own.
+        handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if !handle.is_null() {
             break;
         }
@@ -222,6 +243,8 @@ fn load_libpq() -> Result<Libpq, String> {
         send_query_params: sym!("PQsendQueryParams"),
         set_notice_processor: sym!("PQsetNoticeProcessor"),
         connection_used_password: sym!("PQconnectionUsedPassword"),
+        set_single_row_mode: sym!("PQsetSingleRowMode"),
+        lib_version: sym!("PQlibVersion"),
         getlength: sym!("PQgetlength"),
         flush: sym!("PQflush"),
         consume_input: sym!("PQconsumeInput"),
@@ -297,20 +320,99 @@ fn wait_socket(c: &Conn<'_>, writable: bool) -> Result<(), String> {
     }
 }
 
+/// Bounds what libpq buffers for a peer. libpq reads a message whole before handing it over,
+/// and enlarges its input buffer to the length a message announces before the bytes arrive; a
+/// peer can announce a gigabyte row, or stream parameter reports without end. So the bytes this
+/// process has allocated (glibc's `mallinfo2`: the heap in use and the mmapped blocks, where a
+/// large buffer goes) are read after every libpq call that may read or parse, and the connection
+/// is given up as soon as they grew by more than [`MAX_BUFFERED_BYTES`]: an announced size is
+/// caught at its allocation, before the peer can fill the pages. Elsewhere than glibc only the
+/// row cap and the deadline bound it.
+struct MemoryWatch {
+    base: Option<usize>,
+}
+
+impl MemoryWatch {
+    fn start() -> Self {
+        MemoryWatch { base: heap_in_use() }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match (self.base, heap_in_use()) {
+            (Some(base), Some(now)) if now.saturating_sub(base) > MAX_BUFFERED_BYTES => {
+                Err(format!("it sent more than this check holds for one peer ({} MiB)", MAX_BUFFERED_BYTES >> 20))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The bytes `malloc` has handed out in this process and not taken back.
+fn heap_in_use() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: a read of the allocator's statistics; a backend has one thread.
+        let m = unsafe { libc::mallinfo2() };
+        Some(m.uordblks.saturating_add(m.hblkhd))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
 /// Drops what a peer's libpq says in notices: they must not reach this server's log unfiltered.
 unsafe extern "C" fn ignore_notice(_arg: *mut c_void, _message: *const c_char) {}
 
+/// Whether the caller may connect with `conninfo` (`crate::core::conninfo`): a superuser with
+/// any string libpq parses, any other role only with a password of its own and none of the
+/// server's files or credentials. Judged before any peer is reached.
+///
+/// # Errors
+/// 2F003 without a password, 42501 for another keyword, 22023 for a string libpq cannot parse or
+/// no libpq (the check could not reach anyone anyway).
+pub fn vet(conninfo: &str) -> Result<(), ErrorReport> {
+    let pq = libpq().map_err(|e| errors::fleet_connection_string(&e))?;
+    let opts = options(pq, conninfo).map_err(|e| errors::fleet_connection_string(&e))?;
+    // SAFETY: a plain read of the current user's superuser flag.
+    if unsafe { pg_sys::superuser() } {
+        return Ok(());
+    }
+    let pairs: Vec<(String, String)> = opts.into_iter().map(|(k, v, _)| (k, v)).collect();
+    conninfo::check_non_superuser(&pairs).map_err(|r| errors::fleet_connection_refused(&r))
+}
+
 /// Connects to `conninfo` in non-blocking mode within the deadline, with `search_path =
-/// pg_catalog` on the peer. A role that is not a superuser must have been asked for a password.
+/// pg_catalog` on the peer. A role that is not a superuser must have been vetted ([`vet`]), gets
+/// [`conninfo::overrides`], and must have been asked for its password.
 fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<'a>, String> {
     let dsn = CString::new(conninfo).map_err(|_| "the connection string holds a NUL byte".to_owned())?;
-    if options(pq, conninfo)?.iter().any(|(k, v, _)| (k == "host" || k == "hostaddr") && v.contains(',')) {
+    let opts = options(pq, conninfo)?;
+    if opts.iter().any(|(k, v, _)| (k == "host" || k == "hostaddr") && v.contains(',')) {
         return Err("it names more than one host; a peer is one server, one host".into());
     }
+    // SAFETY: a plain read of the current user's superuser flag.
+    let superuser = unsafe { pg_sys::superuser() };
     // Later keywords win over the same ones inside the expanded connection string.
-    let keys = [c"dbname".as_ptr(), c"application_name".as_ptr(), c"options".as_ptr(), std::ptr::null()];
-    let values =
-        [dsn.as_ptr(), c"snowflake_id fleet check".as_ptr(), c"-c search_path=pg_catalog".as_ptr(), std::ptr::null()];
+    let mut params: Vec<(CString, CString)> = vec![
+        (c"dbname".to_owned(), dsn),
+        (c"application_name".to_owned(), c"snowflake_id fleet check".to_owned()),
+        (c"options".to_owned(), c"-c search_path=pg_catalog".to_owned()),
+    ];
+    if !superuser {
+        let pairs: Vec<(String, String)> = opts.into_iter().map(|(k, v, _)| (k, v)).collect();
+        // SAFETY: a plain call into the loaded libpq.
+        let version = unsafe { (pq.lib_version)() };
+        for (k, v) in conninfo::overrides(&pairs, version) {
+            // The overrides are constants without NUL bytes.
+            params.push((CString::new(k).unwrap_or_default(), CString::new(v).unwrap_or_default()));
+        }
+    }
+    let mut keys: Vec<*const c_char> = params.iter().map(|(k, _)| k.as_ptr()).collect();
+    let mut values: Vec<*const c_char> = params.iter().map(|(_, v)| v.as_ptr()).collect();
+    keys.push(std::ptr::null());
+    values.push(std::ptr::null());
+    let watch = MemoryWatch::start();
     // SAFETY: NULL-terminated keyword and value arrays; expand_dbname = 1 reads dbname as a
     // connection string, as dblink does.
     let conn = unsafe { (pq.connect_start_params)(keys.as_ptr(), values.as_ptr(), 1) };
@@ -334,9 +436,10 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
         }
         // SAFETY: polling the connection being made.
         poll = unsafe { (pq.connect_poll)(c.conn) };
+        watch.check()?;
     }
     // SAFETY: reading the state of a connected connection.
-    if !unsafe { pg_sys::superuser() } && unsafe { (pq.connection_used_password)(c.conn) } == 0 {
+    if !superuser && unsafe { (pq.connection_used_password)(c.conn) } == 0 {
         return Err("a role that is not a superuser must connect with a password the peer asks for".into());
     }
     // SAFETY: a connected connection.
@@ -369,6 +472,12 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
     if sent == 0 {
         return Err(text(unsafe { (pq.error_message)(c.conn) }));
     }
+    // One row at a time: libpq hands over each row as it arrives instead of collecting them all.
+    // SAFETY: right after a successful send, as libpq requires.
+    if unsafe { (pq.set_single_row_mode)(c.conn) } == 0 {
+        return Err("libpq could not read the answer one row at a time".into());
+    }
+    let watch = MemoryWatch::start();
     // Flush what could not be sent at once.
     loop {
         // SAFETY: as above.
@@ -378,15 +487,24 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
             _ => return Err(text(unsafe { (pq.error_message)(c.conn) })),
         }
     }
+    // One statement gives at most one row (in single-row mode, a result of its own), then the
+    // result that ends the rows, then NULL. A peer that sends more is refused at once.
     let mut value = None;
-    // One statement gives one result, then NULL; a peer that sends more is refused.
-    for _ in 0..2 {
-        // SAFETY: reading what the peer sent; PQisBusy says whether a result is complete.
-        while unsafe { (pq.is_busy)(c.conn) } != 0 {
+    let mut rows = 0;
+    for _ in 0..3 {
+        // SAFETY: reading what the peer sent; PQisBusy parses what was read and says whether a
+        // result is complete. The memory watch follows every call that may grow libpq's buffers.
+        loop {
+            let busy = unsafe { (pq.is_busy)(c.conn) } != 0;
+            watch.check()?;
+            if !busy {
+                break;
+            }
             wait_socket(c, false)?;
             if unsafe { (pq.consume_input)(c.conn) } == 0 {
                 return Err(text(unsafe { (pq.error_message)(c.conn) }));
             }
+            watch.check()?;
         }
         // SAFETY: a complete result, or NULL when the statement is done.
         let res = unsafe { (pq.get_result)(c.conn) };
@@ -396,28 +514,36 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
         // SAFETY: reading then clearing a result we own; a value is copied only within the cap.
         let outcome = unsafe {
             let status = (pq.result_status)(res);
-            let r = if status != PGRES_TUPLES_OK {
-                let e = text((pq.result_error_message)(res));
-                Err(if e.is_empty() {
-                    format!("it answered with something other than rows (result status {status})")
-                } else {
-                    e
-                })
-            } else if value.is_some() || (pq.ntuples)(res) > 1 {
-                Err("it answered with more than one row".to_owned())
-            } else if (pq.ntuples)(res) == 1 && (pq.getisnull)(res, 0, 0) == 0 {
-                if (pq.getlength)(res, 0, 0) > MAX_VALUE_BYTES {
-                    Err(format!("its answer is larger than {MAX_VALUE_BYTES} bytes"))
-                } else {
-                    Ok(Some(text((pq.getvalue)(res, 0, 0))))
+            let r = match status {
+                PGRES_SINGLE_TUPLE | PGRES_TUPLES_OK => {
+                    rows += (pq.ntuples)(res);
+                    if rows > 1 {
+                        Err("it answered with more than one row".to_owned())
+                    } else if (pq.ntuples)(res) == 1 && (pq.getisnull)(res, 0, 0) == 0 {
+                        if (pq.getlength)(res, 0, 0) > MAX_VALUE_BYTES {
+                            Err(format!("its answer is larger than {MAX_VALUE_BYTES} bytes"))
+                        } else {
+                            Ok(Some(text((pq.getvalue)(res, 0, 0))))
+                        }
+                    } else {
+                        Ok(None)
+                    }
                 }
-            } else {
-                Ok(None)
+                _ => {
+                    let e = text((pq.result_error_message)(res));
+                    Err(if e.is_empty() {
+                        format!("it answered with something other than rows (result status {status})")
+                    } else {
+                        e
+                    })
+                }
             };
             (pq.clear)(res);
             r
         };
-        value = outcome?;
+        if let Some(v) = outcome? {
+            value = Some(v);
+        }
     }
     Err("it answered with more than one result".into())
 }

@@ -9,6 +9,7 @@
 //! | `snowflake_id.uuidv7_max_lead` | sighup | as `max_lead`, for the one UUIDv7 state every backend shares |
 //! | `snowflake_id.shards` | sighup | the shards this server owns: a fence no session or role may widen |
 //! | `snowflake_id.default_shard` | user | narrows `snowflake_next()` to one of the server's shards (0.1.0's meaning, kept for compatibility): any session may pick one, but only inside the set |
+//! | `snowflake_id.fleet_connections` | sighup | whether the fleet check may connect out of the server at all: a provider's switch, which no session may turn back on |
 //! | `snowflake_id.public_keys_file` | sighup | where the keys of public ids are: a file only the server reads, never a setting a role could SHOW; hidden from other roles, like `config_file` |
 //! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
 //! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
@@ -45,6 +46,7 @@ static SHARDS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(
 static DEFAULT_SHARD: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static PUBLIC_KEYS_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"snowflake_id.keys"));
 static DEBUG_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+static FLEET_CONNECTIONS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static CLOCK_SOURCE: GucSetting<ClockSource> = GucSetting::<ClockSource>::new(ClockSource::Auto);
 /// Read-only, like PostgreSQL's `huge_pages_status`: what `auto` resolved to.
 static CLOCK_SOURCE_STATUS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"system"));
@@ -175,6 +177,14 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::SUPERUSER_ONLY,
     );
+    GucRegistry::define_bool_guc(
+        c"snowflake_id.fleet_connections",
+        c"Whether snowflake_fleet_check may connect to other servers.",
+        c"off refuses every outgoing connection, a superuser's too: for services that allow no connection out of the server.",
+        &FLEET_CONNECTIONS,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"snowflake_id.debug_clock_offset",
         c"For fault-injection tests only: steps the generators' clock back by this many milliseconds (a negative value).",
@@ -244,6 +254,11 @@ pub fn init() {
         GucFlags::UNIT_MS,
     );
     reserve_prefix();
+}
+
+/// Whether the fleet check may connect to other servers (`snowflake_id.fleet_connections`).
+pub fn fleet_connections() -> bool {
+    FLEET_CONNECTIONS.get()
 }
 
 /// The layout the server runs with.

@@ -4,10 +4,11 @@
 //!   the counters), PARALLEL SAFE (it only reads shared memory). Granted to `pg_monitor`, like the
 //!   statistics it summarises.
 //! - `snowflake_fleet_check(peers, max_skew, timeout)`: connects to each peer and reports one row
-//!   per server and check. VOLATILE, and PARALLEL UNSAFE: it opens connections. Superusers only:
-//!   it makes the server connect where it is told, with the server's own identity where a
-//!   connection string names no password (peer or trust authentication, the server user's
-//!   `.pgpass`), as `dblink` does for superusers.
+//!   per server and check. VOLATILE, and PARALLEL UNSAFE: it opens connections. Superusers only
+//!   unless granted: a superuser connects with the server's own identity where a connection
+//!   string names no password (peer or trust authentication, the server user's `.pgpass`), as
+//!   `dblink` lets superusers; a grantee only with a password of its own and the allow-listed
+//!   keywords of `crate::core::conninfo`. Nobody, when `snowflake_id.fleet_connections` is off.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 use crate::core::fleet::{self, Limits, Reached};
-use crate::{errors, fleet as glue, shmem};
+use crate::{errors, fleet as glue, guc, shmem};
 
 /// This server's facts for the fleet check.
 #[pg_extern(volatile, parallel_safe)]
@@ -66,6 +67,9 @@ fn snowflake_fleet_check(
     ErrorReport,
 > {
     shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
+    if !guc::fleet_connections() {
+        return Err(errors::fleet_connections_disabled());
+    }
     let peers = errors::required(peers, "peers")?;
     let limits =
         Limits { max_skew_us: micros(errors::required(max_skew, "max_skew")?, "max_skew")?, ..Limits::default() };
@@ -85,6 +89,10 @@ fn snowflake_fleet_check(
         ));
     }
     let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
+    // Every string is judged before any peer is reached.
+    for p in &peers {
+        glue::vet(p)?;
+    }
     let timeout = Duration::from_micros(timeout_us.unsigned_abs());
     let mut labels = vec!["(this server)".to_owned()];
     let mut servers = vec![Reached::Yes(glue::local_info(), None)];

@@ -5,6 +5,7 @@
 //! clock (`cargo test --lib core`). The SQL glue in `crate::api` only parses arguments, calls
 //! in here and maps errors (`crate::errors`).
 
+pub mod conninfo;
 pub mod convert;
 pub mod cycle_clock;
 pub mod ff1;
