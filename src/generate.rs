@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgrx::PgLogLevel;
 
 use crate::clock::WallClock;
-use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline};
+use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline, Waited};
 use crate::core::reservation::REFRESH_MARGIN_MS;
 use crate::core::time::NS_PER_MS;
 use crate::errors::{self, Generator};
@@ -66,10 +66,12 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
             errors::raise(e);
         }
     }
+    // One budget for the whole call: a renewal between two attempts does not start it again.
+    let mut waited = Waited::default();
     loop {
         let reserved = shmem::reserved_until();
         let limit = tl.first_word_at(reserved);
-        match monotonic::mint(&slot.state, &mut WallClock, tl, policy, limit) {
+        match monotonic::mint_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited) {
             Ok(m) => {
                 record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);

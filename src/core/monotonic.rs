@@ -434,10 +434,36 @@ pub fn mint(
     policy: &ClockPolicy,
     limit_word: u64,
 ) -> Result<Minted, MintError> {
+    mint_within(state, clock, tl, policy, limit_word, &mut Waited::default())
+}
+
+/// The time one call has waited so far. A caller that retries [`mint_within`] after renewing the
+/// reservation passes the same one, so that the call's wait budget holds for the whole call and
+/// never starts again at a renewal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// Everything slept, measured on the monotonic clock.
+    pub total_ns: u64,
+    /// The part of it slept for a clock that stepped back.
+    pub rewind_ns: u64,
+    /// The largest step back seen.
+    pub behind_ns: u64,
+}
+
+/// [`mint`], counting the waits into `waited`, which may hold earlier attempts' of the same call.
+#[inline]
+pub fn mint_within(
+    state: &State,
+    clock: &mut impl Clock,
+    tl: &Timeline,
+    policy: &ClockPolicy,
+    limit_word: u64,
+    waited: &mut Waited,
+) -> Result<Minted, MintError> {
     let now = clock.now_unix_ns();
     match try_mint_fast(state, now, tl, policy, limit_word) {
-        Some(m) => Ok(m),
-        None => mint_slow(state, clock, tl, policy, limit_word, now),
+        Some(m) => Ok(Minted { waited_ns: waited.total_ns, behind_ns: waited.behind_ns, ..m }),
+        None => mint_slow(state, clock, tl, policy, limit_word, now, waited),
     }
 }
 
@@ -481,9 +507,8 @@ fn mint_slow(
     policy: &ClockPolicy,
     limit_word: u64,
     mut now: i64,
+    waited: &mut Waited,
 ) -> Result<Minted, MintError> {
-    // Time spent waiting, measured: in all, and for a clock that stepped back.
-    let (mut waited_ns, mut rewind_waited_ns, mut behind_ns) = (0u64, 0u64, 0u64);
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
         match next_step(next_free, now, tl, policy, limit_word)? {
@@ -494,7 +519,13 @@ fn mint_slow(
                             state.saw(now_tick);
                         }
                         let count_adjust = tl.count().on_issue(next_free, word);
-                        return Ok(Minted { word, lead_ticks, waited_ns, behind_ns, count_adjust });
+                        return Ok(Minted {
+                            word,
+                            lead_ticks,
+                            waited_ns: waited.total_ns,
+                            behind_ns: waited.behind_ns,
+                            count_adjust,
+                        });
                     }
                     Err(actual) => next_free = actual,
                 }
@@ -509,15 +540,15 @@ fn mint_slow(
                 let Step::Wait { ns } = next_step(next_free, now, tl, policy, limit_word)? else {
                     continue;
                 };
-                let waited = (rewind_waited_ns, waited_ns);
-                let verdict = judge_wait(tl, policy, (next_free, seen_tick), now, ns, waited)?;
+                let so_far = (waited.rewind_ns, waited.total_ns);
+                let verdict = judge_wait(tl, policy, (next_free, seen_tick), now, ns, so_far)?;
                 let start = clock.monotonic_ns();
                 clock.sleep_ns(ns);
                 let slept = clock.monotonic_ns().saturating_sub(start);
-                waited_ns = waited_ns.saturating_add(slept);
+                waited.total_ns = waited.total_ns.saturating_add(slept);
                 if let Verdict::Rewind { behind_ns: b } = verdict {
-                    rewind_waited_ns = rewind_waited_ns.saturating_add(slept);
-                    behind_ns = behind_ns.max(b);
+                    waited.rewind_ns = waited.rewind_ns.saturating_add(slept);
+                    waited.behind_ns = waited.behind_ns.max(b);
                 }
                 next_free = state.next_free.load(Ordering::Acquire);
                 now = clock.now_unix_ns();
@@ -958,6 +989,38 @@ mod tests {
         assert_eq!(ahead_ns, 299 * MS as u64, "the last word issued, 1299 ms, is 299 ms ahead");
         assert_eq!(budget_ms, 2000, "max(1 s rewind wait, 5 ms lead + 500 ms reservation) + 1 s");
         assert!((1500 * MS as u64..=2000 * MS as u64).contains(&waited_ns), "{waited_ns}");
+    }
+
+    #[test]
+    fn one_call_has_one_wait_budget_across_its_attempts() {
+        // A clock that stopped, a generator 300 ms ahead of it, and a call that retries after each
+        // renewal of the reservation (`mint_within` with the same `Waited`): the first attempt
+        // waits most of the 2 s budget; a second attempt of the same call may not wait it again.
+        struct Stopped(FakeClock);
+        impl Clock for Stopped {
+            fn now_unix_ns(&mut self) -> i64 {
+                self.0.now_ns
+            }
+            fn monotonic_ns(&mut self) -> u64 {
+                self.0.mono_ns
+            }
+            fn sleep_ns(&mut self, ns: u64) {
+                self.0.mono_ns += ns;
+            }
+        }
+        let s = State::new(TL.first_word_at(1300), 1000);
+        let mut c = Stopped(FakeClock::at(1000 * MS));
+        let mut waited = Waited::default();
+        assert!(mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).is_err());
+        let first = waited.total_ns;
+        assert!(first >= 1500 * MS as u64, "{first}");
+        let err = mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).unwrap_err();
+        assert!(matches!(err, MintError::TooFarAhead { .. }), "{err:?}");
+        assert!(waited.total_ns <= 2000 * MS as u64, "the call waited {} ms in all", waited.total_ns / MS as u64);
+        // A new call starts with a budget of its own.
+        let mut fresh = Waited::default();
+        assert!(mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh).is_err());
+        assert!(fresh.total_ns >= 1500 * MS as u64);
     }
 
     #[test]
