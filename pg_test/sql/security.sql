@@ -1,0 +1,104 @@
+-- What runs as whom (the README's security model), each rule tried the way an attacker would:
+-- 1. The converters never run a table owner's code with the caller's rights: an index
+--    expression that tries to make its owner a superuser runs as the owner, under a
+--    security-restricted operation, in a dry run, a conversion and an unconversion.
+-- 2. The trigger on snowflake_id_space runs only as a trigger (39P01), and PUBLIC may not call it.
+-- 3. The fleet check's rules for a grantee that is not a superuser (no connection needed): a
+--    password of its own (2F003), no keyword that reads the server's files (42501); and the
+--    server's switch, which refuses everyone (55000).
+-- 4. What only pg_monitor sees: the statistics and the reservation's figures.
+CREATE EXTENSION snowflake_id;
+\set VERBOSITY default
+ALTER SYSTEM SET snowflake_id.shards = '0-7';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+
+-- 1. A plain role's table, with an index expression that calls an IMMUTABLE function, which calls
+-- a VOLATILE one that records who it runs as and tries to make its owner a superuser.
+CREATE ROLE regress_sfid_alice;
+CREATE SCHEMA alice AUTHORIZATION regress_sfid_alice;
+SET ROLE regress_sfid_alice;
+CREATE TABLE alice.calls (run_as name, became_superuser boolean);
+CREATE FUNCTION alice.escalate() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    BEGIN
+        EXECUTE 'ALTER ROLE regress_sfid_alice SUPERUSER';
+        INSERT INTO alice.calls VALUES (current_user, true);
+    EXCEPTION WHEN OTHERS THEN
+        INSERT INTO alice.calls VALUES (current_user, false);
+    END;
+    RETURN 0;
+END $$;
+CREATE FUNCTION alice.zero(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN $1 * alice.escalate(); END $$;
+CREATE TABLE alice.orders (id bigserial PRIMARY KEY, v int);
+CREATE INDEX orders_trap ON alice.orders ((id + alice.zero(0)));
+INSERT INTO alice.orders (v) SELECT g FROM generate_series(1, 10) g;
+RESET ROLE;
+DELETE FROM alice.calls;
+-- A superuser's dry run, in a new session: the planner reads the index expression afresh.
+\c
+SELECT count(*) > 0 AS planned FROM snowflake_convert('alice.orders', 'id', dry_run => true);
+SELECT rolsuper AS alice_is_superuser FROM pg_roles WHERE rolname = 'regress_sfid_alice';
+SELECT run_as, became_superuser, count(*) > 0 AS ran FROM alice.calls GROUP BY 1, 2;
+DELETE FROM alice.calls;
+\c
+SELECT count(*) > 0 AS converted FROM snowflake_convert('alice.orders', 'id', drop_sequence => true);
+\c
+SELECT count(*) > 0 AS unconverted FROM snowflake_unconvert('alice.orders', 'id', dry_run => true);
+SELECT rolsuper AS alice_is_superuser FROM pg_roles WHERE rolname = 'regress_sfid_alice';
+SELECT run_as, became_superuser, count(*) > 0 AS ran FROM alice.calls GROUP BY 1, 2;
+DROP SCHEMA alice CASCADE;
+
+-- 2. The trigger function: not as a function (39P01), and not for PUBLIC.
+SELECT has_function_privilege('regress_sfid_alice', 'snowflake_id_space_changed()', 'EXECUTE') AS alice_may_execute;
+SELECT snowflake_id_space_changed();
+\echo :LAST_ERROR_SQLSTATE
+-- As a trigger it still tells the backends (a change to the record is read at once).
+BEGIN;
+UPDATE snowflake_id_space SET recorded_at = recorded_at;
+ROLLBACK;
+
+-- 3. The fleet check for a grantee that is not a superuser: judged before any connection.
+CREATE ROLE regress_sfid_monitor IN ROLE pg_monitor;
+GRANT EXECUTE ON FUNCTION snowflake_fleet_check(text[], interval, interval) TO regress_sfid_monitor;
+SET ROLE regress_sfid_monitor;
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 user=postgres']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 user=postgres password=']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 user=postgres password=x passfile=/etc/passwd']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_fleet_check(ARRAY['postgresql:///postgres?host=/nonexistent&password=x&sslkey=/etc/ssl/private/key']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent password=x service=prod']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent password=x sslrootcert=/etc/passwd']);
+\echo :LAST_ERROR_SQLSTATE
+-- Every string is judged before the first peer is reached.
+SELECT * FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 password=x', 'host=/nonexistent passfile=/x']);
+\echo :LAST_ERROR_SQLSTATE
+-- Allowed keywords with a password of its own: judged fit, then reached or not.
+SELECT "check", ok FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1 user=postgres password=x sslmode=prefer connect_timeout=2 application_name=x'])
+WHERE peer <> '(this server)' ORDER BY 1;
+RESET ROLE;
+-- The server's switch refuses everyone, a superuser too.
+ALTER SYSTEM SET snowflake_id.fleet_connections = off;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+SELECT * FROM snowflake_fleet_check(ARRAY[]::text[]);
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM RESET snowflake_id.fleet_connections;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+SELECT count(*) > 0 AS this_server_checked FROM snowflake_fleet_check(ARRAY[]::text[]);
+
+-- 4. Cluster-wide figures are for pg_monitor: the reservation's writes tell the server's mint rate.
+SELECT has_function_privilege('regress_sfid_alice', 'snowflake_id_reservation()', 'EXECUTE') AS alice_reads_reservation,
+       has_function_privilege('regress_sfid_monitor', 'snowflake_id_reservation()', 'EXECUTE') AS monitor_reads_reservation,
+       has_function_privilege('regress_sfid_alice', 'snowflake_id_stats()', 'EXECUTE') AS alice_reads_stats;
+
+REVOKE EXECUTE ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM regress_sfid_monitor;
+DROP ROLE regress_sfid_monitor, regress_sfid_alice;
+ALTER SYSTEM RESET snowflake_id.shards;
+SELECT pg_reload_conf();
+DROP EXTENSION snowflake_id;
