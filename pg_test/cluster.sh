@@ -183,6 +183,18 @@ check "sonyflake preset: the largest shard mints and decodes" "65535|t" \
 check "sonyflake preset: 1,024 ids need at least 4 ticks of 10 ms (256 ids each)" "t" \
   "$(q -c "SELECT count(*) >= 4 FROM (SELECT DISTINCT snowflake_timestamp(id) FROM (SELECT snowflake_next(9) id FROM generate_series(1, 1024)) s) t")"
 
+# snowflake_next() on one shard of 2 ids a 10 ms tick borrows ticks ahead of the clock at any
+# speed. A clock that catches up with a borrowed tick did not step back: with max_rewind_wait = 0
+# it must neither refuse (0.2.0 recorded the borrowed tick as seen, and refused with 58000) nor
+# count a step back.
+set_conf "snowflake_id.layout = '41/13/1@10ms'" "snowflake_id.shards = '0'" "snowflake_id.max_rewind_wait = 0" \
+  "snowflake_id.max_lead = 200"
+as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
+cluster_restart "$V" "$NAME"
+record_space
+check "owned shards: 300 ids borrowing ahead of the clock, max_rewind_wait 0: no refusal, no step back counted" "300|0" \
+  "$(q -c "SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 300)" 2>&1)|$(q -c "SELECT coalesce(sum(clock_backsteps), 0) FROM snowflake_id_stats")"
+
 for bad in "snowflake_id.layout = '41/13/10'|needs 64 bits" \
            "snowflake_id.layout = 'instagram'|is not a snowflake layout" \
            "snowflake_id.epoch = 'yesterday'|is not a timestamp"; do

@@ -13,8 +13,9 @@
 //!                                           cannot continue from), 0 when they may mint
 //!   space_generation          AtomicU64     bumped when any database's record of its id space changes
 //!   checked_next              AtomicU64     the next registry entry to replace when all are taken
-//!   owned_seen_tick           AtomicU64     the latest tick snowflake_next() minted at, from the
-//!                                           server's own shards
+//!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
+//!                                           server's own shards (borrowed ahead of the clock, maybe)
+//!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
 //!   checked_databases         [AtomicU64; 256] databases whose stored ids were scanned since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //! uuidv7: Slot                              128 bytes
@@ -74,13 +75,16 @@
 //!   the statement and again at commit). A backend remembers the value it last checked its
 //!   database's record at (`crate::space`) and checks again, through SPI, when it differs; the
 //!   fast path reads it with one relaxed load.
-//! - **`owned_seen_tick`** only grows, by `fetch_max` from `snowflake_next()` (about once per
-//!   tick: it is loaded first and written only with a newer tick). `snowflake_next()` picks among
-//!   the server's shards, and one that sat idle has its next word in the past: so it mints at this
-//!   tick or later, raising the shard it picked (`Slot::raise_to`) when it must; a clock behind it
-//!   by more than the lead stepped back, and is waited out or refused as on any generator.
-//!   No id's uniqueness depends on it: it keeps `snowflake_next()`'s ids in time order across its
-//!   shards, and each backend's in the order it minted them.
+//! - **`owned_minted_tick`** and **`owned_clock_tick`** only grow, by `fetch_max` from
+//!   `snowflake_next()` (about once per tick: each is loaded first and written only with a newer
+//!   tick). `snowflake_next()` picks among the server's shards, and one that sat idle has its next
+//!   word in the past: so it mints at the latest minted tick or later, raising the shard it picked
+//!   (`Slot::raise_to`) when it must. The raise records the latest *clock* tick as seen, never the
+//!   minted one, which may have been borrowed ahead of the clock: a clock that merely catches up
+//!   with a borrowed tick is not a step back. A clock behind the latest clock tick stepped back,
+//!   and is waited out or refused as on any generator. No id's uniqueness depends on either: they
+//!   keep `snowflake_next()`'s ids in time order across its shards, and each backend's in the
+//!   order it minted them.
 //! - **`checked_databases`** is a cache, not a guard: an entry says that some backend raised
 //!   the generators above the ids stored in that database (with that record of its id space)
 //!   since the start (`crate::space`). Entries are claimed and replaced with one CAS each and
@@ -119,7 +123,8 @@ struct Header {
     refusal: AtomicU32,
     space_generation: AtomicU64,
     checked_next: AtomicU64,
-    owned_seen_tick: AtomicU64,
+    owned_minted_tick: AtomicU64,
+    owned_clock_tick: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
 }
 
@@ -432,18 +437,27 @@ pub fn reserved_until() -> i64 {
 
 /// The latest tick `snowflake_next()` minted at, from the server's shards; 0 without preload.
 #[inline]
-pub fn owned_seen_tick() -> u64 {
-    segment().map_or(0, |s| s.header().owned_seen_tick.load(Ordering::Relaxed))
+pub fn owned_minted_tick() -> u64 {
+    segment().map_or(0, |s| s.header().owned_minted_tick.load(Ordering::Relaxed))
 }
 
-/// Records that `snowflake_next()` minted at `tick` (a locked instruction only when the tick is
-/// newer than the one recorded, about once per tick).
+/// The latest clock tick `snowflake_next()` read; 0 without preload.
 #[inline]
-pub fn saw_owned(tick: u64) {
+pub fn owned_clock_tick() -> u64 {
+    segment().map_or(0, |s| s.header().owned_clock_tick.load(Ordering::Acquire))
+}
+
+/// Records that `snowflake_next()` minted at `minted_tick` with the clock at `clock_tick` (a
+/// locked instruction only when a tick is newer than the one recorded, about once per tick).
+#[inline]
+pub fn saw_owned(minted_tick: u64, clock_tick: u64) {
     if let Ok(s) = segment() {
         let h = s.header();
-        if tick > h.owned_seen_tick.load(Ordering::Relaxed) {
-            h.owned_seen_tick.fetch_max(tick, Ordering::Relaxed);
+        if minted_tick > h.owned_minted_tick.load(Ordering::Relaxed) {
+            h.owned_minted_tick.fetch_max(minted_tick, Ordering::Relaxed);
+        }
+        if clock_tick > h.owned_clock_tick.load(Ordering::Relaxed) {
+            h.owned_clock_tick.fetch_max(clock_tick, Ordering::AcqRel);
         }
     }
 }

@@ -85,7 +85,7 @@ fn mint_owned_fast() -> Option<i64> {
             // behind (a tick borrowed ahead, a clock read a few microseconds earlier near a tick's
             // end, a small step back), the id is minted at that later tick, ahead of this
             // backend's clock; further behind, the clock stepped back, and the slow path judges it.
-            let seen = shmem::owned_seen_tick();
+            let seen = shmem::owned_minted_tick();
             if now_tick.saturating_add(lead_ticks) < seen {
                 return None;
             }
@@ -99,11 +99,12 @@ fn mint_owned_fast() -> Option<i64> {
                 .filter(|(_, slot)| has_room(slot, tick, tl.low_bits) || from == 0)
                 .or_else(|| pick_from(set, 0, tick, tl.low_bits))?;
             if tick > now_tick && has_room(slot, tick, tl.low_bits) {
-                slot.raise_to(tick << tl.low_bits, seen, &tl);
+                // As seen: the latest clock reading, never the tick minted at (maybe borrowed).
+                slot.raise_to(tick << tl.low_bits, now_tick.max(shmem::owned_clock_tick()), &tl);
             }
             if let Some(m) = monotonic::try_mint_fast(&slot.state, now, &tl, &policy, limit) {
                 generate::record_fast(slot, &m, &tl);
-                shmem::saw_owned(m.word >> tl.low_bits);
+                shmem::saw_owned(m.word >> tl.low_bits, now_tick);
                 if m.word >> tl.low_bits == tick {
                     HINT_TICK.store(tick, Ordering::Relaxed);
                     HINT_GENERATION.store(generation, Ordering::Relaxed);
@@ -162,16 +163,18 @@ fn mint_owned() -> i64 {
     // and raise the one picked to it, so that mint() mints at or after it, waiting for the clock
     // (within the lead, not at all) or refusing (58000) as for any step back, instead of an idle
     // shard taking the earlier time.
-    let seen = shmem::owned_seen_tick();
+    let seen = shmem::owned_minted_tick();
     let picked = guc::with_shard_set(|set| pick_from(set, 0, now_tick.max(seen), tl.low_bits));
     match picked {
         Some(((_, shard), slot)) => {
             if now_tick < seen && has_room(slot, seen, tl.low_bits) {
-                slot.raise_to(seen << tl.low_bits, seen, &tl);
+                // As seen: the latest clock reading (a step back shows against it), never the
+                // tick minted at, which a borrow may have put ahead of every clock reading.
+                slot.raise_to(seen << tl.low_bits, shmem::owned_clock_tick(), &tl);
             }
             let id = mint(i64::from(shard));
             if let Ok(parts) = guc::layout().decompose(id) {
-                shmem::saw_owned(parts.ticks);
+                shmem::saw_owned(parts.ticks, now_tick);
             }
             id
         }
