@@ -176,6 +176,20 @@ sleep 1.5
 record_space
 check "another session's temporary table does not stop the first mint" "ok" "$(sqlstate "SELECT snowflake_next(1)")"
 wait "$tmp_pid" || true
+# A table another session holds locked is skipped by the first mint, and the database counts as
+# read: a lock no one releases must not make every new session scan again (0.2.0 scanned, and
+# logged the skip, once per session).
+q -c "CREATE TABLE held_ids (id bigint PRIMARY KEY DEFAULT snowflake_next(1))" >/dev/null
+q -c "BEGIN" -c "LOCK TABLE held_ids IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 &
+held_pid=$!
+sleep 1
+: | as_postgres tee "$SNOWFLAKE_RUN_DIR/$NAME/server.log" >/dev/null
+record_space
+for _ in 1 2 3; do q -c "SELECT snowflake_next(1)" >/dev/null; done
+wait "$held_pid" || true
+check "a table held locked is skipped once, not scanned again by each new session" "1" \
+  "$(grep -c "stored ids of .*held_ids.* were not read" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" || true)"
+q -c "DROP TABLE held_ids" >/dev/null
 check "sonyflake preset at start: the layout reports it" "39/16/8@10ms|2020-01-01 00:00:00+00|65535|25.6" \
   "$(q -c "SELECT layout, epoch, max_shard, ids_per_ms FROM snowflake_layout()")"
 check "sonyflake preset: the largest shard mints and decodes" "65535|t" \

@@ -476,8 +476,8 @@ pub fn stored_ids_beyond_horizon(columns: &[String], horizon_ms: i64) -> ErrorRe
     .set_hint("Check this server's clock against the one that minted them, and the rows themselves; snowflake_id_advance() moves the generators past them on purpose.")
 }
 
-/// Tables another session held locked when the stored ids were read (a LOG line): they are
-/// read again by the next session's first id.
+/// Tables another session held locked when the stored ids were read (a LOG line): they are not
+/// read again before the next start or change of the database's record.
 pub fn stored_ids_locked(columns: &[String]) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
@@ -487,7 +487,7 @@ pub fn stored_ids_locked(columns: &[String]) -> ErrorReport {
         ),
         FUNC,
     )
-    .set_detail("The first id never waits for a lock; the next session's first id reads them again.")
+    .set_detail("The first id never waits for a lock. They are read again after the next start of the server, or when the database's record of its id space changes.")
 }
 
 /// At most ten names, then how many more.

@@ -23,8 +23,9 @@
 //! Only permanent plain tables are read (never a foreign table or another session's temporary
 //! one; a partitioned table through its leaves). Each table and index is locked `ACCESS SHARE`
 //! only if that is free at once, and unlocked as soon as it is read: a table someone holds an
-//! exclusive lock on is skipped, and the database is then scanned again by the next session
-//! rather than marked done. A column without such an index is not read (a LOG line says so).
+//! exclusive lock on is skipped (a LOG line says so), and the database is marked done all the
+//! same, so that a lock no one releases cannot make every new session scan again. A column
+//! without such an index is not read (a LOG line says so).
 //!
 //! A database whose record names another layout or epoch refuses snowflake ids (55000) until
 //! the settings or the record are fixed; UUIDv7, which no setting shapes, still mints. The
@@ -89,7 +90,8 @@ fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
     let mismatch = space::judge(&recorded, layout).err();
     // SAFETY: a plain read of this backend's database, set at connection.
     let database = u32::from(unsafe { pg_sys::MyDatabaseId });
-    if !shmem::database_checked(database, fingerprint) && raise_above_stored(mismatch.is_none())? {
+    if !shmem::database_checked(database, fingerprint) {
+        raise_above_stored(mismatch.is_none())?;
         shmem::mark_database_checked(database, fingerprint);
     }
     Ok(mismatch)
@@ -244,10 +246,10 @@ fn generator_columns() -> Result<Vec<Column>, ErrorReport> {
 
 /// Raises the generators above the largest id stored in every column a generator fills, up to
 /// the horizon (`crate::core::space::horizon_ms`). Snowflake columns only when the record names
-/// the server's id space (`decode`): otherwise their ids mean other times. Returns whether every
-/// column with an index was read (a table locked by someone else is skipped, to be read by the
-/// next session's first mint).
-fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
+/// the server's id space (`decode`): otherwise their ids mean other times. A table another
+/// session holds locked is skipped and logged, and the database counts as read all the same: a
+/// lock any role can hold must not make every new session read the database again.
+fn raise_above_stored(decode: bool) -> Result<(), ErrorReport> {
     let layout = guc::layout();
     // The generators' clock: the wait for stored ids ahead of it is judged on it.
     let now = clock::now_unix_ms();
@@ -310,7 +312,7 @@ fn raise_above_stored(decode: bool) -> Result<bool, ErrorReport> {
         errors::stored_ids_locked(&skipped).report(PgLogLevel::LOG_SERVER_ONLY);
     }
     shmem::raise_to_words(layout, snowflake_floor, uuidv7_floor, now);
-    Ok(skipped.is_empty())
+    Ok(())
 }
 
 /// Whether the index holds an entry at or past `bound` (the horizon's): its largest entry of all.
@@ -340,7 +342,7 @@ enum Read {
 /// end the index keeps it (the last entry, or the first of a `DESC` index). The index and its
 /// table are locked only if that is free at once, and unlocked at the end. An index that is no
 /// longer the column's live, valid index (dropped or rebuilt concurrently since the catalog
-/// query) counts as locked: the database is read again by the next session.
+/// query) counts as locked: it is skipped, and logged.
 fn last_key(
     column: &Column,
     index: pg_sys::Oid,
