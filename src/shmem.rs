@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    128 bytes
+//! Header                                    2,176 bytes (17 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -31,8 +31,8 @@
 //! slots, about 1 MiB.
 //!
 //! # Protocol
-//! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under
-//!   `AddinShmemInitLock`, before any backend exists, and never again.
+//! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under the
+//!   `snowflake_id` LWLock, before any backend exists, and never again.
 //! - **`Slot::state.next_free`** is owned by no one: every backend and parallel worker updates it
 //!   with a single compare-and-swap (`crate::core::monotonic`). A CAS either installs `w + 1`, which hands
 //!   out word `w` to exactly that caller, or fails and the caller retries with the value it saw.
@@ -236,8 +236,8 @@ unsafe extern "C-unwind" fn shmem_request() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_startup() {
-    // SAFETY: runs in the postmaster (also after a crash restart) with no backends yet;
-    // AddinShmemInitLock serialises it with any other library's startup hook.
+    // SAFETY: runs in the postmaster (also after a crash restart) with no backends yet; the
+    // segment is found or created under ShmemInitStruct's own lock, and initialised under ours.
     unsafe {
         if let Some(prev) = PREV_STARTUP_HOOK {
             prev();
@@ -253,7 +253,10 @@ unsafe extern "C-unwind" fn shmem_startup() {
             reservation::Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),
             reservation::Found::Refuse(why, _) => (i64::MIN, 0, *why as u32),
         };
-        let lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        // Our own named tranche's lock, which PostgreSQL has set up before this hook runs, guards
+        // the first initialisation (as AddinShmemInitLock does for pg_stat_statements, whose
+        // place in MainLWLockArray is not part of any API). Afterwards it serialises renewals.
+        let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(TRANCHE.as_ptr(), segment_size(shard_count), &mut found).cast::<Header>();
@@ -274,7 +277,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
                 start(&*slots.add(1 + i), &tl);
             }
         }
-        LOCK.store(&raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock, Ordering::Release);
+        LOCK.store(lock, Ordering::Release);
         pg_sys::LWLockRelease(lock);
         SEGMENT.store(base, Ordering::Release);
     }
