@@ -452,51 +452,30 @@ pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
     ))
 }
 
-/// Columns a generator fills that have no B-tree index leading with them (a LOG line): their
-/// stored ids were not read before the first new id.
-pub fn stored_ids_unchecked(columns: &[String]) -> ErrorReport {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_WARNING,
-        "snowflake_id: the stored ids of columns without an index were not checked",
-        FUNC,
-    )
-    .set_detail(format!("No B-tree index starts with {}, so their largest id was not read; new ids rely on the clock and the reservation file alone there.", shown(columns)))
-    .set_hint("Index the column (a primary key does it), then the first id minted after a restore, an upgrade or a restart is placed above every stored one.")
-}
-
-/// Columns holding ids further ahead of the clock than the generators may wait for (a LOG
-/// line): the generators were not raised to them.
-pub fn stored_ids_beyond_horizon(columns: &[String], horizon_ms: i64) -> ErrorReport {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_id: {} hold ids more than {horizon_ms} ms ahead of this server's clock", shown(columns)),
-        FUNC,
-    )
-    .set_detail("The generators were raised only as far as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second): following such ids would make every call refuse until the clock got there. New ids may sort below them meanwhile.")
-    .set_hint("Check this server's clock against the one that minted them, and the rows themselves; snowflake_id_advance() moves the generators past them on purpose.")
-}
-
-/// Tables another session held locked when the stored ids were read (a LOG line): they are not
-/// read again before the next start or change of the database's record.
-pub fn stored_ids_locked(columns: &[String]) -> ErrorReport {
+/// A database's recorded floor lies further ahead of the clock than the generators may wait for
+/// (a WARNING in the server log): the generators were raised to the horizon only.
+pub fn floor_beyond_horizon(floor_unix_ms: i64, horizon_ms: i64) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
         format!(
-            "snowflake_id: the stored ids of {} were not read: another session holds a lock on the table",
-            shown(columns)
+            "snowflake_id: this database records ids minted until {}, more than {horizon_ms} ms ahead of this server's clock",
+            time::format_unix_ms(floor_unix_ms)
         ),
         FUNC,
     )
-    .set_detail("The first id never waits for a lock. They are read again after the next start of the server, or when the database's record of its id space changes.")
+    .set_detail("The generators were raised only as far as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second). New ids may sort below ids stored meanwhile.")
+    .set_hint("Check this server's clock against the one the database comes from; snowflake_id_advance() moves the generators past that time on purpose.")
 }
 
-/// At most ten names, then how many more.
-fn shown(columns: &[String]) -> String {
-    let mut text = columns.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
-    if columns.len() > 10 {
-        text.push_str(&format!(" and {} more", columns.len() - 10));
-    }
-    text
+/// The database's floor could not be written before an id past it was handed out (a WARNING,
+/// once per backend): a dump taken before a later id writes it may carry too low a floor.
+pub fn floor_not_written(why: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("snowflake_id: this database's record of minted ids (snowflake_id_space.minted_before) was not advanced: {why}"),
+        FUNC,
+    )
+    .set_detail("The id was issued anyway; the next id that passes the recorded time advances it. A dump taken before then records too early a time for the newest ids.")
 }
 
 /// Replay replaced a damaged or unreadable reservation file (a LOG line).
@@ -517,7 +496,7 @@ pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
 pub fn space_record_altered() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowflake_id_space does not have the columns snowflake_id created (layout text, epoch timestamptz, recorded_at timestamptz)",
+        "snowflake_id_space does not have the columns snowflake_id created (layout text, epoch timestamptz, recorded_at timestamptz, minted_before timestamptz)",
         FUNC,
     )
     .set_hint("Restore the table's definition; the generators read it before a session's first id.")

@@ -13,11 +13,12 @@ use crate::errors::{self, Generator};
 use crate::shmem::{self, Slot};
 use crate::{reservation, space};
 
-/// The word below which ids may be issued without touching the reservation: the reservation,
-/// less the renewal margin, so that the fast path never runs into it.
+/// The word below which ids may be issued without touching the reservation or the database's
+/// floor (`crate::space`): the reservation less the renewal margin, so that the fast path never
+/// runs into it, and no later than the floor this backend knows.
 #[inline]
 pub fn fast_limit(tl: &Timeline) -> u64 {
-    tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS))
+    tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS).min(space::floor_known()))
 }
 
 /// Set once this backend has seen that the server is not in recovery, which, once true, stays
@@ -70,7 +71,7 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
     let mut waited = Waited::default();
     loop {
         let reserved = shmem::reserved_until();
-        let limit = tl.first_word_at(reserved);
+        let limit = tl.first_word_at(reserved.min(space::floor_known()));
         match monotonic::mint_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited) {
             Ok(m) => {
                 record(slot, &m, tl);
@@ -85,11 +86,17 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
                 return m.word;
             }
             // The reservation must cover the word before it is issued: renew (waiting for the
-            // lock if another backend is renewing), then mint again.
+            // lock if another backend is renewing). So must the database's floor, which a dump
+            // carries: advance it to the reservation (never waiting). Then mint again.
             Err(MintError::Unreserved { word_unix_ms }) => {
-                if let Err(e) = reservation::renew(word_unix_ms, true) {
-                    slot.errors.fetch_add(1, Ordering::Relaxed);
-                    errors::raise(e);
+                if word_unix_ms >= shmem::reserved_until() {
+                    if let Err(e) = reservation::renew(word_unix_ms, true) {
+                        slot.errors.fetch_add(1, Ordering::Relaxed);
+                        errors::raise(e);
+                    }
+                }
+                if word_unix_ms >= space::floor_known() {
+                    space::cover(shmem::reserved_until());
                 }
             }
             Err(e) => {

@@ -141,19 +141,23 @@ pub extern "C" fn pg_finfo_snowflake_id_space_changed() -> &'static pg_sys::Pg_f
 }
 
 // The database's record of its id space (crate::space): the layout and epoch its snowflake ids
-// are made under, written when the extension is created and dumped with the data. A restore
-// into a database that already has the extension adds the dumped rows to its own: any row that
-// names another space than the server's makes snowflake_next refuse. The trigger makes backends
-// that already checked read it again; REPLICA IDENTITY FULL lets a publication FOR ALL TABLES
-// replicate its DELETEs.
+// are made under, written when the extension is created and dumped with the data, and the floor
+// of the ids minted in it (minted_before), which the extension advances in place and a dump or
+// pg_upgrade carries. A restore into a database that already has the extension adds the dumped
+// rows to its own: any row that names another space than the server's makes snowflake_next
+// refuse, and the latest floor counts. A row without a floor (a dump from 0.2.0, a row a DBA
+// adds) gets 'infinity': unknown. The trigger makes backends that already checked read it again;
+// REPLICA IDENTITY FULL lets a publication FOR ALL TABLES replicate its DELETEs.
 extension_sql!(
     r#"
 CREATE TABLE snowflake_id_space (
     layout text NOT NULL,
     epoch timestamptz NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now()
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    minted_before timestamptz NOT NULL DEFAULT 'infinity'
 );
 COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
+COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
 GRANT SELECT ON snowflake_id_space TO PUBLIC;
 ALTER TABLE snowflake_id_space REPLICA IDENTITY FULL;
@@ -164,7 +168,7 @@ REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 ALTER TABLE snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
-INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
+INSERT INTO snowflake_id_space (layout, epoch, minted_before) SELECT layout, epoch, '-infinity' FROM snowflake_layout();
 "#,
     name = "snowflake_id_space",
     requires = ["snowflake_layout"]

@@ -1,4 +1,4 @@
-//! The id space a database was minted in, and the floor its stored ids set for new ones.
+//! The id space a database was minted in, and the floor it carries for the ids it may hold.
 //!
 //! A database carries a record of the layout and epoch its snowflake ids were made under (the
 //! extension's `snowflake_id_space` table, dumped with the data and kept by `pg_upgrade`). A
@@ -6,10 +6,13 @@
 //! smaller than the stored ones, or colliding with them. [`judge`] compares the record with the
 //! server's layout.
 //!
-//! The rows themselves say how far the id space has gone: the largest stored id of each column
-//! a generator fills. [`snowflake_floor`] and [`uuidv7_floor`] turn one into the first generator
-//! word above it, which the server raises its generators to before the first id it mints for
-//! that database, whatever its clock and reservation file say.
+//! Each row also carries `minted_before`: a time before which every id the extension minted
+//! while connected to that database lies. The extension writes it itself, never a role: it is
+//! the server's durable reservation, written in place before an id past the old value is handed
+//! out. So it travels with a dump and through `pg_upgrade` the way a sequence's value does, and a
+//! server that receives the database raises its generators to it ([`raise_target`]) before the
+//! first id it mints there, whatever its clock says. Nothing a role stores in its own tables
+//! moves the generators of any other role.
 
 use std::fmt;
 
@@ -17,26 +20,76 @@ use super::layout::{Layout, Widths};
 use super::monotonic::{catch_up_budget_ns, ClockPolicy};
 use super::time::{self, NS_PER_MS};
 
-/// How far ahead of the clock a stored id may lie and still raise the generators: as far as a
-/// call may wait for the clock to catch up with a generator that runs ahead
-/// ([`catch_up_budget_ns`], 2 s with the default settings). A stored id further ahead (a clock
-/// far ahead where it was minted, a value someone wrote by hand) is not followed: following it
-/// would make every call on the server refuse until the clock got there, and any role that can
-/// create a table could store one.
+/// How far ahead of the clock a recorded floor may lie and still raise the generators: as far as
+/// a call may wait for the clock to catch up with a generator that runs ahead
+/// ([`catch_up_budget_ns`], 2 s with the default settings), less [`HORIZON_HEADROOM_MS`], so
+/// that the first call after a raise to the horizon waits within its budget however its sleeps
+/// overrun. A floor further ahead (a clock far ahead where the database was minted, a value a
+/// superuser wrote by hand) is not followed: following it would make every call on the server
+/// refuse until the clock got there.
 pub fn horizon_ms(policy: &ClockPolicy) -> i64 {
-    i64::try_from(catch_up_budget_ns(policy) / NS_PER_MS as u64).unwrap_or(i64::MAX)
+    i64::try_from(catch_up_budget_ns(policy) / NS_PER_MS as u64).map_or(i64::MAX, |b| b - HORIZON_HEADROOM_MS)
 }
 
-/// How many index entries below the bound are looked at for a version 7 UUID, from the largest
-/// down: random (v4) UUIDs in the same column lie below the bound once in about 160, spread over
-/// every time since 1970, so one among the largest entries is rare, and a thousand never are.
-pub const UUIDV7_MAX_STEPS: usize = 1000;
+/// See [`horizon_ms`].
+pub const HORIZON_HEADROOM_MS: i64 = 250;
 
-/// One row of the record: a layout's canonical text and its epoch.
+/// What one row says about the ids minted in its database (`minted_before`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MintedBefore {
+    /// `-infinity`: none yet (the row `CREATE EXTENSION` writes).
+    Nothing,
+    /// Every id lies before this Unix millisecond.
+    At(i64),
+    /// `infinity`: not known (a row restored from a release before the floor, or a record
+    /// without the column). Any id may be stored, as far ahead as the horizon.
+    Unknown,
+}
+
+/// One row of the record: a layout's canonical text, its epoch, and its floor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recorded {
     pub layout: String,
     pub epoch_unix_ms: i64,
+    pub minted_before: MintedBefore,
+}
+
+/// The database's floor: the latest of its rows', and unknown if any row's is.
+pub fn floor(recorded: &[Recorded]) -> MintedBefore {
+    recorded.iter().fold(MintedBefore::Nothing, |acc, r| match (acc, r.minted_before) {
+        (MintedBefore::Unknown, _) | (_, MintedBefore::Unknown) => MintedBefore::Unknown,
+        (MintedBefore::At(a), MintedBefore::At(b)) => MintedBefore::At(a.max(b)),
+        (MintedBefore::At(a), MintedBefore::Nothing) | (MintedBefore::Nothing, MintedBefore::At(a)) => {
+            MintedBefore::At(a)
+        }
+        (MintedBefore::Nothing, MintedBefore::Nothing) => MintedBefore::Nothing,
+    })
+}
+
+/// Where a server raises its generators for a database whose floor is `floor`, with its clock at
+/// `now_unix_ms`: to the floor, or for an unknown one to the horizon (every stored id a call could
+/// wait for lies below it); never past the horizon. `None` when nothing was minted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Raise {
+    None,
+    /// Raise every generator to this Unix millisecond.
+    To(i64),
+    /// The floor lies past the horizon: raise to the horizon, and say so.
+    Capped {
+        to: i64,
+        floor: i64,
+    },
+}
+
+/// See [`Raise`].
+pub fn raise_target(floor: MintedBefore, now_unix_ms: i64, horizon_ms: i64) -> Raise {
+    let horizon = now_unix_ms.saturating_add(horizon_ms);
+    match floor {
+        MintedBefore::Nothing => Raise::None,
+        MintedBefore::Unknown => Raise::To(horizon),
+        MintedBefore::At(f) if f > horizon => Raise::Capped { to: horizon, floor: f },
+        MintedBefore::At(f) => Raise::To(f),
+    }
 }
 
 /// The record names an id space other than the server's.
@@ -81,53 +134,13 @@ pub fn judge(recorded: &[Recorded], server: &Layout) -> Result<(), Mismatch> {
     }
 }
 
-/// The first word, on every shard of `layout`, above the stored snowflake id `max_id`: the
-/// first word of the tick after the id's. `None` for a value that is not an id of the layout
-/// (negative, or beyond its last id), which no generator of this layout could repeat.
-pub fn snowflake_floor(layout: &Layout, max_id: i64) -> Option<u64> {
-    let parts = layout.decompose(max_id).ok()?;
-    // ticks <= max_ticks < 2^63, so the next tick and the shift stay inside a u64; a tick past
-    // the layout's last is the generator's exhausted word, which refuses as time running out.
-    Some((parts.ticks + 1) << layout.widths().seq_bits)
-}
-
-/// The first UUIDv7 generator word (`unix_ms << 12 | fraction`) above the stored UUID `max`:
-/// its time and sub-millisecond fraction (`rand_a`, as this extension and PostgreSQL 18 write
-/// it), plus one. `None` unless it is an RFC 9562 version 7 UUID.
-pub fn uuidv7_floor(max: &[u8; 16]) -> Option<u64> {
-    if super::uuidv7::version(max) != Some(7) {
-        return None;
-    }
-    let hi = u64::from_be_bytes([max[0], max[1], max[2], max[3], max[4], max[5], max[6], max[7]]);
-    let word = ((hi >> 16) << super::uuidv7::FRACTION_BITS) | (hi & 0x0fff);
-    Some(word + 1)
-}
-
-/// The snowflake id below which the largest stored id is searched: the first of the tick holding
-/// `horizon_ms` after `now_unix_ms`. `None` when that lies past the layout's last tick (every id
-/// is below it).
-pub fn snowflake_search_bound(layout: &Layout, now_unix_ms: i64, horizon_ms: i64) -> Option<i64> {
-    layout.min_id_at(now_unix_ms.saturating_add(horizon_ms)).ok()
-}
-
-/// The UUID below which the largest stored UUIDv7 is searched: the first of the millisecond
-/// `horizon_ms` after `now_unix_ms`. A column filled by `uuidv7()` may also hold random (v4)
-/// UUIDs, which spread over the whole space and which an index cannot tell apart from v7 ones:
-/// the search steps down past them (see [`UUIDV7_MAX_STEPS`]), and [`uuidv7_floor`] takes only
-/// a version 7 one.
-pub fn uuidv7_search_bound(now_unix_ms: i64, horizon_ms: i64) -> [u8; 16] {
-    let ms = now_unix_ms.saturating_add(horizon_ms).clamp(0, super::uuidv7::MAX_UNIX_MS as i64) as u64;
-    super::uuidv7::encode(ms << super::uuidv7::FRACTION_BITS, 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::layout::DEFAULT_EPOCH_UNIX_MS;
-    use crate::core::uuidv7;
 
     fn rec(layout: &str, epoch: i64) -> Recorded {
-        Recorded { layout: layout.to_owned(), epoch_unix_ms: epoch }
+        Recorded { layout: layout.to_owned(), epoch_unix_ms: epoch, minted_before: MintedBefore::Nothing }
     }
 
     #[test]
@@ -151,43 +164,30 @@ mod tests {
     }
 
     #[test]
-    fn the_snowflake_floor_is_the_next_tick_on_every_shard() {
-        let l = Layout::DEFAULT;
-        let id = l.compose(crate::core::layout::Parts { ticks: 1000, shard: 8191, seq: 511 });
-        let floor = snowflake_floor(&l, id).unwrap();
-        let tl = l.timeline();
-        for shard in [0, 1, 8191] {
-            assert!(l.id_from_word(floor, shard) > id);
-        }
-        assert_eq!(tl.word_unix_ms(floor), l.tick_start_unix_ms(1001));
-        assert_eq!(snowflake_floor(&l, -1), None);
-        assert_eq!(snowflake_floor(&l, 0), Some(1 << 9));
+    fn the_floor_is_the_latest_row_unless_one_is_unknown() {
+        let row = |m| Recorded { minted_before: m, ..rec("default", DEFAULT_EPOCH_UNIX_MS) };
+        assert_eq!(floor(&[]), MintedBefore::Nothing);
+        assert_eq!(floor(&[row(MintedBefore::Nothing)]), MintedBefore::Nothing);
+        assert_eq!(
+            floor(&[row(MintedBefore::At(5)), row(MintedBefore::Nothing), row(MintedBefore::At(9))]),
+            MintedBefore::At(9)
+        );
+        assert_eq!(floor(&[row(MintedBefore::At(5)), row(MintedBefore::Unknown)]), MintedBefore::Unknown);
     }
 
     #[test]
-    fn the_uuidv7_floor_is_just_above_the_stored_one() {
-        let word = 1_700_000_000_000u64 << 12 | 0xabc;
-        let u = uuidv7::encode(word, u64::MAX);
-        assert_eq!(uuidv7_floor(&u), Some(word + 1));
-        assert!(uuidv7::encode(word + 1, 0) > u, "the next word sorts above every v7 of the stored word");
-        let mut v4 = u;
-        v4[6] = 0x40 | (v4[6] & 0x0f);
-        assert_eq!(uuidv7_floor(&v4), None);
-    }
-
-    #[test]
-    fn the_search_bounds_lie_the_horizon_ahead() {
+    fn the_generators_follow_a_floor_up_to_the_horizon() {
         let h = horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 });
-        assert_eq!(h, 2000, "the default settings wait up to 2 s for a generator ahead");
-        assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 16_000);
-        let now = 1_780_000_000_000; // 2026, after the default epoch
-        let b = uuidv7_search_bound(now, h);
-        assert_eq!(uuidv7::extract_unix_us(&b), Some((now + h) * 1000));
-        assert!(uuidv7::encode(((now + h) as u64 - 1) << 12 | 0xfff, u64::MAX) < b);
-        let l = Layout::DEFAULT;
-        let sb = snowflake_search_bound(&l, now, h).unwrap();
-        assert_eq!(sb, l.min_id_at(now + h).unwrap());
-        assert!(l.max_id_at(now + h - 1).unwrap() < sb);
-        assert_eq!(snowflake_search_bound(&l, i64::MAX - 10, h), None, "past the layout: no bound");
+        assert_eq!(h, 1750, "the default settings wait up to 2 s for a generator ahead, less the headroom");
+        assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 15_750);
+        let now = 1_780_000_000_000;
+        assert_eq!(raise_target(MintedBefore::Nothing, now, h), Raise::None);
+        assert_eq!(raise_target(MintedBefore::At(now - 60_000), now, h), Raise::To(now - 60_000));
+        assert_eq!(raise_target(MintedBefore::At(now + 1500), now, h), Raise::To(now + 1500));
+        assert_eq!(
+            raise_target(MintedBefore::At(now + 86_400_000), now, h),
+            Raise::Capped { to: now + h, floor: now + 86_400_000 }
+        );
+        assert_eq!(raise_target(MintedBefore::Unknown, now, h), Raise::To(now + h));
     }
 }

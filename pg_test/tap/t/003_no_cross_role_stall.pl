@@ -1,0 +1,83 @@
+# No role's data or calls delay another role's ids (PostgreSQL $ENV{SFID_SCAN}, default 15), as
+# the 0.2.0 review reproduced it: in one database a plain role stores ids 1.5 s ahead of the clock
+# (within the 1.75 s a recorded floor would be followed), keeps another of its tables locked, and
+# calls the record's trigger function in a loop; another role's single id in another database,
+# and after a restart, must stay with the clock. (0.2.0's first-mint scan raised every generator
+# of the server to the stored id, rescanned in every new session while the table was locked, and
+# the direct calls made every backend re-check: one snowflake_next() waited 12.9 s.)
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin . '/..';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeNode;
+
+my $major = $ENV{SFID_SCAN} // 15;
+my $node = sfid_node("no_stall$major", $major);
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_alice LOGIN;
+	CREATE ROLE regress_bob LOGIN;
+	CREATE DATABASE alice_db OWNER regress_alice;
+	CREATE DATABASE bob_db OWNER regress_bob;
+});
+$node->safe_psql($_, 'CREATE EXTENSION snowflake_id') for ('alice_db', 'bob_db');
+$node->safe_psql('bob_db', 'CREATE TABLE bob_ids (id bigint PRIMARY KEY DEFAULT snowflake_next(2), u uuid DEFAULT uuidv7_next())',
+	extra_params => [ '-U', 'regress_bob' ]);
+
+# Alice's plant: ids 1.5 s ahead, a table held locked, and a loop of direct trigger calls.
+sub plant
+{
+	return $node->safe_psql('alice_db', q{
+		CREATE TABLE IF NOT EXISTS planted (id bigint PRIMARY KEY DEFAULT snowflake_next(1), u uuid DEFAULT uuidv7_next());
+		CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY DEFAULT snowflake_next(1));
+		INSERT INTO planted VALUES (snowflake_min_id(clock_timestamp() + interval '1500 ms'),
+		                            uuidv7_min_id(clock_timestamp() + interval '1500 ms'))
+		RETURNING snowflake_timestamp(id)}, extra_params => [ '-U', 'regress_alice' ]);
+}
+my $planted = plant();
+my $holder = $node->background_psql('alice_db', extra_params => [ '-U', 'regress_alice' ]);
+$holder->query_safe('BEGIN; LOCK TABLE held IN ACCESS EXCLUSIVE MODE');
+my ($rc, $out, $err) = $node->psql('alice_db', 'SELECT snowflake_id_space_changed()', extra_params => [ '-U', 'regress_alice' ]);
+like($err, qr/permission denied|can only be called as a trigger/, 'the trigger function cannot be called directly');
+
+# Bob, in another database, twice: in a session started now, and after a restart.
+sub bob_mints_with_the_clock
+{
+	my ($what) = @_;
+	my $row = $node->safe_psql('bob_db', qq{
+		SELECT clock_timestamp() AS before \\gset
+		INSERT INTO bob_ids DEFAULT VALUES
+		RETURNING snowflake_timestamp(id) < '$planted'::timestamptz,
+		          uuid_extract_timestamp(u) < '$planted'::timestamptz,
+		          round(extract(epoch FROM clock_timestamp() - :'before') * 1000)},
+		extra_params => [ '-U', 'regress_bob' ]);
+	my ($sf, $u7, $ms) = split /\|/, $row;
+	diag("$what: bob's insert took $ms ms");
+	is("$sf|$u7", 't|t', "$what: another role's ids, in another database, are not raised to a plain role's stored ids");
+}
+# Alice mints in her own database first, in a new session (0.2.0 scanned her tables then, and
+# raised every generator of the server): her ids stay with the clock, and so do Bob's.
+sub alice_mints_with_the_clock
+{
+	my ($what) = @_;
+	is($node->safe_psql('alice_db', "SELECT snowflake_timestamp(snowflake_next(3)) < '$planted'::timestamptz",
+			extra_params => [ '-U', 'regress_alice' ]),
+		't', "$what: her own database mints with the clock, one of her tables locked by herself");
+}
+alice_mints_with_the_clock('a new session');
+bob_mints_with_the_clock('a new session');
+$holder->quit;
+
+$node->restart;
+$planted = plant();
+$holder = $node->background_psql('alice_db', extra_params => [ '-U', 'regress_alice' ]);
+$holder->query_safe('BEGIN; LOCK TABLE held IN ACCESS EXCLUSIVE MODE');
+alice_mints_with_the_clock('the first id after a restart');
+bob_mints_with_the_clock('the first id after a restart');
+$holder->quit;
+
+$node->stop;
+done_testing();
