@@ -478,6 +478,18 @@ pub fn floor_not_written(why: &str) -> ErrorReport {
     .set_detail("The id was issued anyway; the next id that passes the recorded time advances it. A dump taken before then records too early a time for the newest ids.")
 }
 
+/// A WAL record of this resource manager that this version does not know (FATAL in recovery).
+#[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
+pub fn unknown_wal_record(kind: u8, len: usize) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("snowflake_id: unknown WAL record (kind 0x{kind:02x}, {len} bytes)"),
+        FUNC,
+    )
+    .set_detail("A newer snowflake_id wrote it, or the WAL is damaged. Skipping it could leave this server a reservation below ids the primary issued.")
+    .set_hint("Install the snowflake_id of the server that wrote the WAL (or a newer one) here, then start the server again: replay resumes at this record.")
+}
+
 /// Replay replaced a damaged or unreadable reservation file (a LOG line).
 pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
     ErrorReport::new(

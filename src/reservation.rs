@@ -142,9 +142,9 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 /// (and on a primary's crash recovery, the last one logged covers every id issued, since an id is
 /// issued only after its reservation is logged). A file from another layout is never replaced.
 ///
-/// Never raises an error (the startup process would stop the server): a write failure is a
-/// WARNING, and the generators are raised anyway, the reservation in shared memory left as it was
-/// so that the first renewal after promotion writes the file.
+/// A write failure stops recovery (FATAL): a restartpoint after this record would let its WAL go,
+/// and the reservation would then be held by no durable place. Started again, the server replays
+/// from its last restartpoint, before this record, and writes the file then.
 #[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
 pub fn replay(until: i64, written_at: i64) {
     let Some(lock) = ReservationLock::acquire(true) else { return };
@@ -165,7 +165,9 @@ pub fn replay(until: i64, written_at: i64) {
         }
         Err(e) => {
             drop(lock);
-            errors::reservation_io("write", &e).report(PgLogLevel::WARNING);
+            errors::reservation_io("write", &e)
+                .set_hint("Recovery stops here: make the data directory writable, then start the server again; it replays this record again.")
+                .report(PgLogLevel::FATAL);
         }
     }
 }

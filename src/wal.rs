@@ -13,11 +13,22 @@
 //! The record is also flushed at once, so that ids handed out without being stored (returned
 //! to a client) are covered as soon as the standby receives the WAL.
 //!
-//! The resource manager id is [`RMGR_ID`]. Every server that replays this WAL, standbys and
-//! restored backups included, must have `snowflake_id` in `shared_preload_libraries`; recovery
-//! stops with "resource manager with ID 161 not registered" otherwise (add the library and
-//! start again: nothing is lost). PostgreSQL 14 has no custom resource managers: there, a
-//! promoted standby starts from its own clock and reservation file (see the README).
+//! **The record is versioned by its kind** (the high bits of `info`): `XLOG_RESERVATION` (0x10)
+//! is the 16-byte record every release since 0.2.0 writes. A later format gets a new kind, and
+//! redo stops recovery with FATAL on any kind or length it does not know, as core resource
+//! managers stop on an unknown op code: a standby older than its primary never skips a
+//! reservation and keeps a stale one. A replayed reservation that cannot be written to the file
+//! stops recovery too, so that no restartpoint passes a reservation that no durable place holds;
+//! started again, the server replays from its last restartpoint, before that record.
+//!
+//! The resource manager id is [`RMGR_ID`]. It is not on PostgreSQL's list of registered custom
+//! resource managers (the wiki's CustomWALResourceManagers page); another extension that takes
+//! 161 makes the server refuse to start with both loaded ("failed to register custom resource
+//! manager"). Every server that replays this WAL, standbys and restored backups included, must
+//! have `snowflake_id` in `shared_preload_libraries`; recovery stops with "resource manager with
+//! ID 161 not registered" otherwise (add the library and start again: nothing is lost).
+//! PostgreSQL 14 has no custom resource managers: there, a promoted standby starts from its own
+//! clock and reservation file (see the README).
 
 #[cfg(not(feature = "pg14"))]
 mod imp {
@@ -56,21 +67,29 @@ mod imp {
         b
     }
 
-    /// The record's (reserved until, written at), or `None` when it is not one of ours.
+    /// The record's (reserved until, written at), or its kind and length when this version does
+    /// not know that kind of record or its length does not match.
     ///
     /// # Safety
     /// `record` is the reader state PostgreSQL passes to a resource manager's callbacks.
-    unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Option<(i64, i64)> {
+    unsafe fn decode(record: *mut pg_sys::XLogReaderState) -> Result<(i64, i64), (u8, usize)> {
         // SAFETY: the decoded record and its main data live as long as the callback.
         unsafe {
             let r = (*record).record;
-            if r.is_null() || (*r).main_data_len as usize != RECORD_LEN || (*r).main_data.is_null() {
-                return None;
+            if r.is_null() {
+                return Err((0, 0));
+            }
+            let kind = (*r).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8);
+            let len = (*r).main_data_len as usize;
+            if kind != XLOG_RESERVATION || len != RECORD_LEN || (*r).main_data.is_null() {
+                return Err((kind, len));
             }
             let data = std::slice::from_raw_parts((*r).main_data.cast::<u8>(), RECORD_LEN);
-            let until = i64::from_le_bytes(data[..8].try_into().ok()?);
-            let at = i64::from_le_bytes(data[8..].try_into().ok()?);
-            Some((until, at))
+            let mut until = [0u8; 8];
+            let mut at = [0u8; 8];
+            until.copy_from_slice(&data[..8]);
+            at.copy_from_slice(&data[8..]);
+            Ok((i64::from_le_bytes(until), i64::from_le_bytes(at)))
         }
     }
 
@@ -93,20 +112,50 @@ mod imp {
     #[pg_guard]
     unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         // SAFETY: called by the startup process with a decoded record of this manager.
-        if let Some((until, at)) = unsafe { decode(record) } {
-            crate::reservation::replay(until, at);
+        match unsafe { decode(record) } {
+            Ok((until, at)) => crate::reservation::replay(until, at),
+            Err((kind, len)) => crate::errors::unknown_wal_record(kind, len).report(pgrx::PgLogLevel::FATAL),
         }
     }
 
     #[pg_guard]
     unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
         // SAFETY: as in `redo`; the text is copied into `buf`.
-        if let Some((until, at)) = unsafe { decode(record) } {
-            let text =
-                format!("reserved until {} (written at {})", time::format_unix_ms(until), time::format_unix_ms(at));
-            if let Ok(c) = std::ffi::CString::new(text) {
-                unsafe { pg_sys::appendStringInfoString(buf, c.as_ptr()) };
+        let text = match unsafe { decode(record) } {
+            Ok((until, at)) => {
+                format!("reserved until {} (written at {})", time::format_unix_ms(until), time::format_unix_ms(at))
             }
+            Err((kind, len)) => format!("unknown kind 0x{kind:02x}, {len} bytes"),
+        };
+        if let Ok(c) = std::ffi::CString::new(text) {
+            unsafe { pg_sys::appendStringInfoString(buf, c.as_ptr()) };
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn only_the_known_kind_and_length_decode() {
+            let mut data = encode(5, 7);
+            // SAFETY: plain C structs, zeroed as PostgreSQL's allocator leaves them.
+            let mut rec: pg_sys::DecodedXLogRecord = unsafe { std::mem::zeroed() };
+            let mut state: pg_sys::XLogReaderState = unsafe { std::mem::zeroed() };
+            rec.header.xl_info = XLOG_RESERVATION | 0x01; // PostgreSQL's own low bits are ignored
+            rec.main_data = data.as_mut_ptr().cast();
+            rec.main_data_len = RECORD_LEN as u32;
+            state.record = &raw mut rec;
+            let decoded = |state: &mut pg_sys::XLogReaderState| unsafe { decode(state) };
+            assert_eq!(decoded(&mut state), Ok((5, 7)));
+            // SAFETY: state.record points to rec, alive for the test.
+            unsafe { (*state.record).header.xl_info = 0x20 };
+            assert_eq!(decoded(&mut state), Err((0x20, RECORD_LEN)), "a later kind is refused, never skipped");
+            unsafe {
+                (*state.record).header.xl_info = XLOG_RESERVATION;
+                (*state.record).main_data_len = 24;
+            }
+            assert_eq!(decoded(&mut state), Err((XLOG_RESERVATION, 24)), "another length is refused");
         }
     }
 

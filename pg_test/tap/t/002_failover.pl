@@ -2,9 +2,8 @@
 # a primary under load, a streaming standby whose clock runs 2 s behind, the primary killed
 # with -9 and the standby promoted with pg_ctl promote, nothing else. Every id minted after the
 # promotion is above every id in the replicated tables: snowflake shards and UUIDv7, including
-# a table without an index (the first-mint scan reads indexed columns only). The promoted
-# standby's reservation, replayed from the WAL, is checked on its own too: the first-mint scan
-# would otherwise hide its absence for indexed tables.
+# a table without an index. The promoted standby's reservation, replayed from the WAL, is checked
+# on its own too. Then a standby that cannot write a replayed reservation stops recovery.
 use strict;
 use warnings;
 use FindBin;
@@ -54,8 +53,8 @@ for my $major (@majors)
 		'SELECT (SELECT count(*) FROM sf) || \' \' || (SELECT count(*) FROM sf_noindex) || \' \' || (SELECT count(*) FROM un)');
 	my ($n_sf, $n_noidx, $n_un) = split ' ', $replicated;
 	cmp_ok($n_sf, '>', 100, "PostgreSQL $major: the standby replayed rows made under load ($replicated)");
-	# Before anything is minted there (the first mint also reads the stored ids): the standby
-	# replayed the primary's reservations from the WAL into its memory and its own file.
+	# Before anything is minted there: the standby replayed the primary's reservations from the
+	# WAL into its memory and its own file.
 	is( $standby->safe_psql('postgres', q{
 			SELECT r.reserved_until > (SELECT max(snowflake_timestamp(id)) FROM sf)
 			   AND r.reserved_until > (SELECT max(snowflake_timestamp(id)) FROM sf_noindex)
@@ -78,6 +77,36 @@ for my $major (@majors)
 				FROM $t}),
 			'2000 true', "PostgreSQL $major: after promotion every new id in $t is above every replicated one");
 	}
+
+	# A replayed reservation that cannot be written to the standby's file stops recovery (FATAL),
+	# so that no restartpoint can pass a reservation no durable place holds (0.2.0 logged a
+	# WARNING and went on). Started again once the file can be written, it replays the record
+	# again and follows its primary.
+	$standby->backup('base2');
+	my $standby2 = PostgreSQL::Test::Cluster->new("standby2_$major", install_path => install_path($major));
+	$standby2->init_from_backup($standby, 'base2', has_streaming => 1);
+	my $blocker = $standby2->data_dir . '/snowflake_id.state.tmp';
+	mkdir $blocker or die "mkdir $blocker: $!";
+	$standby2->start;
+	$standby->safe_psql('postgres', 'SELECT snowflake_id_advance(clock_timestamp() + interval \'1 s\')');
+	$standby->safe_psql('postgres', 'INSERT INTO sf (batch) SELECT 2 FROM generate_series(1, 2000)');
+	my $stopped = 0;
+	for (1 .. 300)
+	{
+		if (!-f $standby2->data_dir . '/postmaster.pid') { $stopped = 1; last; }
+		select(undef, undef, undef, 0.1);
+	}
+	ok($stopped, "PostgreSQL $major: a standby that cannot write a replayed reservation stops");
+	like(slurp_file($standby2->logfile), qr/FATAL:\s+could not write the snowflake_id reservation file/,
+		"PostgreSQL $major: it says why, with FATAL");
+	rmdir $blocker or die "rmdir $blocker: $!";
+	$standby2->_update_pid(0);
+	$standby2->start;
+	$standby->wait_for_catchup($standby2);
+	is( $standby2->safe_psql('postgres', q{
+			SELECT (SELECT reserved_until FROM snowflake_id_reservation()) > (SELECT max(snowflake_timestamp(id)) FROM sf)}),
+		't', "PostgreSQL $major: started again, it replayed the reservation above every id");
+	$standby2->stop;
 	$standby->stop;
 }
 
