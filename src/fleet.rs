@@ -25,9 +25,9 @@
 //! libpq's notices from the peer are dropped, never written to this server's log.
 //!
 //! **What a peer can make this backend hold:** little. Rows are read in single-row mode (the
-//! second row ends the conversation), and the bytes libpq holds are watched after every call that
-//! may read or parse ([`MemoryWatch`]): a peer that announces or streams more than 4 MiB is
-//! dropped as soon as libpq has allocated for it, before it can fill that memory.
+//! second row ends the conversation), and the memory libpq holds is watched after every call that
+//! may read or parse ([`MemoryWatch`]): a peer that announces or streams more than 16 MiB is
+//! dropped as soon as libpq has allocated for it (glibc) or the pages fill (any allocator).
 //!
 //! **What cannot be bounded:** libpq resolves a host name with `getaddrinfo` inside
 //! `PQconnectPoll`, which blocks (the resolver's own timeout, 5 s a try by default) and cannot be
@@ -141,8 +141,8 @@ const PGRES_SINGLE_TUPLE: c_int = 9;
 const MAX_VALUE_BYTES: c_int = 64 * 1024;
 /// The most libpq may hold in memory for one peer at any time, whatever the peer sends: its
 /// input buffer, results, notices and parameter reports. An answer of [`MAX_VALUE_BYTES`] needs a
-/// small part of it.
-const MAX_BUFFERED_BYTES: usize = 4 << 20;
+/// small part of it; the rest leaves room for what TLS sets up on a first connection.
+const MAX_BUFFERED_BYTES: usize = 16 << 20;
 
 /// The libpq functions the check calls.
 struct Libpq {
@@ -322,32 +322,37 @@ fn wait_socket(c: &Conn<'_>, writable: bool) -> Result<(), String> {
 
 /// Bounds what libpq buffers for a peer. libpq reads a message whole before handing it over,
 /// and enlarges its input buffer to the length a message announces before the bytes arrive; a
-/// peer can announce a gigabyte row, or stream parameter reports without end. So the bytes this
-/// process has allocated (glibc's `mallinfo2`: the heap in use and the mmapped blocks, where a
-/// large buffer goes) are read after every libpq call that may read or parse, and the connection
-/// is given up as soon as they grew by more than [`MAX_BUFFERED_BYTES`]: an announced size is
-/// caught at its allocation, before the peer can fill the pages. Elsewhere than glibc only the
-/// row cap and the deadline bound it.
+/// peer can announce a gigabyte row, or stream parameter reports without end. So after every
+/// libpq call that may read or parse, two measures are taken, and the connection is given up as
+/// soon as either grew by more than [`MAX_BUFFERED_BYTES`]: the bytes `malloc` has handed out
+/// (glibc's `mallinfo2`, the heap in use and the mmapped blocks, where a large buffer goes), which
+/// catches an announced size at its allocation before the peer can fill the pages; and the
+/// process's resident memory (`/proc/self/statm`), which holds under any allocator (another
+/// `malloc` preloaded, or a C library without `mallinfo2`).
 struct MemoryWatch {
-    base: Option<usize>,
+    heap: Option<usize>,
+    resident: Option<usize>,
 }
 
 impl MemoryWatch {
     fn start() -> Self {
-        MemoryWatch { base: heap_in_use() }
+        MemoryWatch { heap: heap_in_use(), resident: resident_bytes() }
     }
 
     fn check(&self) -> Result<(), String> {
-        match (self.base, heap_in_use()) {
-            (Some(base), Some(now)) if now.saturating_sub(base) > MAX_BUFFERED_BYTES => {
-                Err(format!("it sent more than this check holds for one peer ({} MiB)", MAX_BUFFERED_BYTES >> 20))
-            }
-            _ => Ok(()),
+        let grew = |base: Option<usize>, now: Option<usize>| match (base, now) {
+            (Some(base), Some(now)) => now.saturating_sub(base) > MAX_BUFFERED_BYTES,
+            _ => false,
+        };
+        if grew(self.heap, heap_in_use()) || grew(self.resident, resident_bytes()) {
+            Err(format!("it sent more than this check holds for one peer ({} MiB)", MAX_BUFFERED_BYTES >> 20))
+        } else {
+            Ok(())
         }
     }
 }
 
-/// The bytes `malloc` has handed out in this process and not taken back.
+/// The bytes `malloc` has handed out in this process and not taken back (glibc only).
 fn heap_in_use() -> Option<usize> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -359,6 +364,18 @@ fn heap_in_use() -> Option<usize> {
     {
         None
     }
+}
+
+/// The process's resident memory, from `/proc/self/statm` (Linux), read into a fixed buffer.
+fn resident_bytes() -> Option<usize> {
+    use std::io::Read;
+    let mut buf = [0u8; 128];
+    let n = std::fs::File::open("/proc/self/statm").ok()?.read(&mut buf).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let pages: usize = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: a plain query of the page size.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    pages.checked_mul(page)
 }
 
 /// Drops what a peer's libpq says in notices: they must not reach this server's log unfiltered.
