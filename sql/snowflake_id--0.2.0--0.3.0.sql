@@ -13,10 +13,14 @@ GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 -- The floor of the ids minted in the database, carried by dumps and pg_upgrade; it replaces the
 -- scan of every generator column's index at the first mint. Existing rows start from the
 -- server's reservation, which lies above every id this server minted (and above every stored id
--- 0.2.0's scan raised it past); without the preload, from 'infinity' (unknown), which makes the
--- next start raise the generators as far as a call may wait, once.
+-- 0.2.0's scan raised it past); without the preload or a reservation yet, from 'infinity'
+-- (unknown), which makes the database's first id after the next start wait as long as a call may
+-- wait, once.
 ALTER TABLE snowflake_id_space ADD COLUMN minted_before timestamptz NOT NULL DEFAULT 'infinity';
 COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
+-- ADD COLUMN rewrites no row, and an in-place advance may not change a row's length: rewrite
+-- every row with the column.
+UPDATE snowflake_id_space SET minted_before = 'infinity';
 DO $$
 BEGIN
     UPDATE snowflake_id_space SET minted_before = r.reserved_until
@@ -25,3 +29,20 @@ EXCEPTION WHEN object_not_in_prerequisite_state THEN
     NULL; -- not preloaded: the floor stays unknown
 END
 $$;
+
+-- Logical replication of the record: the floors differ on each side, so its replica identity is
+-- the columns the extension never writes in place (identical rows, from restoring one dump
+-- twice, are one).
+DELETE FROM snowflake_id_space a USING snowflake_id_space b
+WHERE a.ctid < b.ctid AND (a.layout, a.epoch, a.recorded_at) = (b.layout, b.epoch, b.recorded_at);
+CREATE UNIQUE INDEX snowflake_id_space_key ON snowflake_id_space (layout, epoch, recorded_at);
+ALTER TABLE snowflake_id_space REPLICA IDENTITY USING INDEX snowflake_id_space_key;
+
+-- The generators advance the database's floor, a write, which parallel mode forbids: a query that
+-- mints runs without parallel workers. (Qualified: on 18, an unqualified uuidv7() is core's.)
+ALTER FUNCTION @extschema@.snowflake_next(int) PARALLEL UNSAFE;
+ALTER FUNCTION @extschema@.snowflake_next() PARALLEL UNSAFE;
+ALTER FUNCTION @extschema@.uuidv7_next() PARALLEL UNSAFE;
+ALTER FUNCTION @extschema@.uuidv7_next(interval) PARALLEL UNSAFE;
+ALTER FUNCTION @extschema@.uuidv7() PARALLEL UNSAFE;
+ALTER FUNCTION @extschema@.uuidv7(interval) PARALLEL UNSAFE;

@@ -16,7 +16,7 @@
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
 //!                                           server's own shards (borrowed ahead of the clock, maybe)
 //!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
-//!   checked_databases         [AtomicU64; 256] databases whose stored ids were scanned since the
+//!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
@@ -85,13 +85,14 @@
 //!   and is waited out or refused as on any generator. No id's uniqueness depends on either: they
 //!   keep `snowflake_next()`'s ids in time order across its shards, and each backend's in the
 //!   order it minted them.
-//! - **`checked_databases`** is a cache, not a guard: an entry says that some backend raised
-//!   the generators above the ids stored in that database (with that record of its id space)
-//!   since the start (`crate::space`). Entries are claimed and replaced with one CAS each and
-//!   never cleared before a restart; a backend that finds no entry scans, and two backends of
-//!   the same database may both scan, which only raises the generators twice. When all 256 are
-//!   taken, a new entry replaces one in turn (`checked_next`), so a server with more databases
-//!   than that scans some of them again, never all of them on every connection.
+//! - **`checked_databases`** is a cache, not a guard: an entry says that some backend of that
+//!   database waited for its recorded floor (with that record of its id space) since the start
+//!   (`crate::space`), after which the clock is past it. Entries are claimed and replaced with
+//!   one CAS each, only once the wait is over, and never cleared before a restart; a backend that
+//!   finds no entry waits for the floor itself (at once when the clock is already past it), so
+//!   two backends of the same database may both wait. When all 256 are taken, a new entry
+//!   replaces one in turn (`checked_next`), so a server with more databases than that checks
+//!   some of them again, never all of them on every connection.
 //!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
@@ -371,27 +372,14 @@ pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_u
     }
 }
 
-/// Raises every snowflake generator to at least `snowflake_word` and the UUIDv7 generator to at
-/// least `uuidv7_word`, with the clock seen at `now_unix_ms` (the floor of ids stored in a
-/// database, `crate::space`). Nothing is issued; the mint loop renews the reservation when the
-/// next id passes it.
-pub fn raise_to_words(
-    layout: &crate::core::layout::Layout,
-    snowflake_word: Option<u64>,
-    uuidv7_word: Option<u64>,
-    now_unix_ms: i64,
-) {
-    let Ok(seg) = segment() else { return };
-    if let Some(word) = uuidv7_word {
-        let tl = &uuidv7::TIMELINE;
-        seg.slot(0).raise_to(word, tl.tick_of_unix_ms(now_unix_ms), tl);
-    }
-    if let Some(word) = snowflake_word {
-        let tl = layout.timeline();
-        for s in 0..seg.header().shard_count as usize {
-            seg.slot(1 + s).raise_to(word, tl.tick_of_unix_ms(now_unix_ms), &tl);
-        }
-    }
+/// Whether every snowflake generator's next word is at least `snowflake_word` (when given) and the
+/// UUIDv7 generator's at least `uuidv7_word`: then no id they hand out lies below either. False
+/// without the preload.
+pub fn generators_at_least(snowflake_word: Option<u64>, uuidv7_word: u64) -> bool {
+    let Ok(seg) = segment() else { return false };
+    let at_least = |slot: &Slot, word: u64| slot.state.next_free.load(Ordering::Acquire) >= word;
+    at_least(seg.slot(0), uuidv7_word)
+        && snowflake_word.is_none_or(|w| (0..seg.header().shard_count as usize).all(|s| at_least(seg.slot(1 + s), w)))
 }
 
 /// The counter of changes to any database's record of its id space (0 without the preload).

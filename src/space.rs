@@ -3,9 +3,11 @@
 //! Before a backend issues its first id, it reads the database's record (the
 //! `snowflake_id_space` table, see `crate::core::space`), and again whenever any database's record
 //! changed since (the table's trigger bumps a counter in shared memory). Once per database and
-//! server start, and again when its record changes, it raises the generators to the record's
-//! floor (`minted_before`), so that a restored, upgraded or cloned database never gets an id at
-//! or below one it holds, whatever the server's clock says. And before any id at or past the
+//! server start, and again when its record changes, the first id in that database waits until the
+//! clock passes the record's floor (`minted_before`), unless every generator is past it already,
+//! so that a restored, upgraded or cloned database never gets an id at or below one it holds,
+//! whatever the server's clock says. It waits in that database only: the generators, which every
+//! database shares, are never moved for one database's record. And before any id at or past the
 //! floor it knows is handed out, it advances the floor to the server's durable reservation
 //! ([`cover`]), so that the floor a dump or `pg_upgrade` carries lies above every id in the data.
 //!
@@ -19,14 +21,16 @@
 //! without a transaction id, in read-only transactions too, WAL-logged, and visible at once to
 //! every snapshot, a dump's included. Only superusers may write the table otherwise (a restore
 //! adds the dumped rows), so no role's data or calls can move the floor: it is always a
-//! reservation this server made.
+//! reservation this server made. The in-place API (`systable_inplace_update_*`) came with
+//! PostgreSQL 17.1, 16.5, 15.9 and 14.14; it is looked up when first needed, so that the library
+//! loads on older minor releases too, where the floor is then not advanced (a WARNING says so).
 //!
 //! # Never waiting, never failing an id
 //! The write takes `ROW EXCLUSIVE` on the table only if that is free at once, and skips a row that
 //! an open transaction is changing (only a superuser can): then the id is issued anyway, with one
-//! WARNING a backend, and the next id past the floor tries again. In parallel mode, where
-//! PostgreSQL writes nothing, the id is issued silently, and the first id past the floor outside
-//! parallel mode advances it.
+//! WARNING a backend, and the next id past the floor tries again. The generators are PARALLEL
+//! UNSAFE, since nothing may be written in parallel mode; a function a user marks parallel safe
+//! around them is treated like a lock (the id is issued, with the WARNING).
 //! A backend whose write did not happen also lets the reservation's current value stand for the
 //! floor until it is renewed, so that a skipped write costs one attempt a renewal, not one a call.
 //!
@@ -34,7 +38,9 @@
 //! the settings or the record are fixed; UUIDv7, which no setting shapes, still mints. The
 //! registry of databases raised since the start and the record counter are in `crate::shmem`.
 
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -59,9 +65,9 @@ static RECORD_TABLE: AtomicU32 = AtomicU32::new(0);
 /// The Unix millisecond below which this backend may hand out ids without advancing the floor:
 /// the floor as it last read or wrote it. `i64::MAX` where there is no floor to keep.
 static FLOOR_KNOWN: AtomicI64 = AtomicI64::new(i64::MIN);
-/// Set once this backend raised the generators to the horizon for a row whose floor is unknown:
-/// it may then replace that row's `infinity` with a reservation of its own.
-static UNKNOWN_RAISED: AtomicBool = AtomicBool::new(false);
+/// Set once this backend waited out the horizon for a row whose floor is unknown: it may then
+/// replace that row's `infinity` with a reservation of its own.
+static UNKNOWN_WAITED: AtomicBool = AtomicBool::new(false);
 /// Whether this backend already warned that it could not advance the floor.
 static WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -120,18 +126,22 @@ fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
     // SAFETY: a plain read of this backend's database, set at connection.
     let database = u32::from(unsafe { pg_sys::MyDatabaseId });
     if !shmem::database_checked(database, fingerprint) {
-        raise_to_floor(floor, mismatch.is_none());
+        wait_for_floor(floor, mismatch.is_none());
+        // Only once the wait is over: another session of this database checking meanwhile
+        // waits too.
         shmem::mark_database_checked(database, fingerprint);
     }
     Ok(mismatch)
 }
 
-/// Raises the generators to the database's floor (`crate::core::space::raise_target`): the
-/// snowflake ones only when the record names the server's id space, since otherwise its times
-/// mean nothing here.
-fn raise_to_floor(floor: MintedBefore, snowflake: bool) {
+/// Waits, in this database's session only, until the clock passes the database's floor
+/// (`crate::core::space::raise_target`), unless every generator already lies past it (a restart
+/// starts them at the reservation, which lies past every floor this server wrote). The
+/// generators themselves are never raised: every database shares them, and one database's record
+/// must not make another database's ids wait. The snowflake generators count only when the
+/// record names the server's id space, since otherwise its times mean nothing here.
+fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
     let layout = guc::layout();
-    // The generators' clock: the wait for a floor ahead of it is judged on it.
     let now = clock::now_unix_ms();
     let horizon = space::horizon_ms(&guc::clock_policy());
     let to = match space::raise_target(floor, now, horizon) {
@@ -142,11 +152,31 @@ fn raise_to_floor(floor: MintedBefore, snowflake: bool) {
             to
         }
     };
-    if floor == MintedBefore::Unknown {
-        UNKNOWN_RAISED.store(true, Ordering::Relaxed);
-    }
     let snowflake_word = snowflake.then(|| layout.timeline().first_word_at(to));
-    shmem::raise_to_words(layout, snowflake_word, Some(uuidv7::TIMELINE.first_word_at(to)), now);
+    if !shmem::generators_at_least(snowflake_word, uuidv7::TIMELINE.first_word_at(to)) {
+        sleep_until(to);
+    }
+    if floor == MintedBefore::Unknown {
+        UNKNOWN_WAITED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Sleeps on the latch until the generators' clock reads `unix_ms`: a cancel, a termination or the
+/// postmaster's death ends it, as PostgreSQL's own waits do.
+fn sleep_until(unix_ms: i64) {
+    loop {
+        let left = unix_ms.saturating_sub(clock::now_unix_ms());
+        if left <= 0 {
+            return;
+        }
+        let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        // SAFETY: a plain wait on this backend's latch, reset before looking at why it was set.
+        unsafe {
+            pg_sys::WaitLatch(pg_sys::MyLatch, events as c_int, left.min(100) as _, pg_sys::PG_WAIT_EXTENSION);
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pgrx::check_for_interrupts!();
+    }
 }
 
 /// The rows of the extension's own `snowflake_id_space` table (found as a member of the
@@ -245,6 +275,54 @@ fn minted_before(pg_us: Option<i64>) -> MintedBefore {
     }
 }
 
+type InplaceBegin = unsafe extern "C-unwind" fn(
+    pg_sys::Relation,
+    pg_sys::Oid,
+    bool,
+    pg_sys::Snapshot,
+    c_int,
+    *const pg_sys::ScanKeyData,
+    *mut pg_sys::HeapTuple,
+    *mut *mut c_void,
+);
+type InplaceFinish = unsafe extern "C-unwind" fn(*mut c_void, pg_sys::HeapTuple);
+type InplaceCancel = unsafe extern "C-unwind" fn(*mut c_void);
+
+/// PostgreSQL's in-place update API, found in the server at run time: a library that named it
+/// directly would not load at all on a minor release before it existed.
+struct Inplace {
+    begin: InplaceBegin,
+    finish: InplaceFinish,
+    cancel: InplaceCancel,
+}
+
+fn inplace() -> Option<&'static Inplace> {
+    static INPLACE: OnceLock<Option<Inplace>> = OnceLock::new();
+    INPLACE
+        .get_or_init(|| {
+            let find = |name: &std::ffi::CStr| {
+                // SAFETY: dlsym on the process's global namespace, where the server's symbols are.
+                let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                (!p.is_null()).then_some(p)
+            };
+            let (begin, finish, cancel) = (
+                find(c"systable_inplace_update_begin")?,
+                find(c"systable_inplace_update_finish")?,
+                find(c"systable_inplace_update_cancel")?,
+            );
+            // SAFETY: each is the server's function of that name, whose signature is declared above
+            // as genam.h declares it.
+            unsafe {
+                Some(Inplace {
+                    begin: std::mem::transmute::<*mut c_void, InplaceBegin>(begin),
+                    finish: std::mem::transmute::<*mut c_void, InplaceFinish>(finish),
+                    cancel: std::mem::transmute::<*mut c_void, InplaceCancel>(cancel),
+                })
+            }
+        })
+        .as_ref()
+}
+
 /// Advances the database's floor to `until_unix_ms` (the server's durable reservation, which every
 /// id handed out lies below) before an id at or past the floor this backend knows is handed out.
 /// Never raises for a write it cannot make: it warns once and lets `until` stand for the floor in
@@ -276,12 +354,15 @@ pub fn cover(until_unix_ms: i64) {
 fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static str> {
     // SAFETY: a plain read of the transaction's state.
     if unsafe { pg_sys::IsInParallelMode() } {
-        // PostgreSQL writes nothing in parallel mode. Not a warning: a parallel query that mints
-        // is normal, and the first id past the floor outside parallel mode advances it.
-        return Ok(until_unix_ms);
+        // The generators are PARALLEL UNSAFE, so only a function a user marked parallel safe
+        // around them gets here; PostgreSQL writes nothing in parallel mode.
+        return Err("an id was minted in parallel mode, where nothing may be written");
     }
     let Some(until_pg_us) = until_unix_ms.checked_mul(1000).and_then(time::pg_us_from_unix_us) else {
         return Err("the reservation is outside PostgreSQL's timestamps");
+    };
+    let Some(api) = inplace() else {
+        return Err("this PostgreSQL minor release has no in-place update API (14.14, 15.9, 16.5, 17.1 or later has)");
     };
     let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     // SAFETY: PostgreSQL's relation-lock, in-place-update and tuple API, used as its own callers
@@ -302,17 +383,21 @@ fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static s
         if outcome.is_ok() {
             // Rows earlier than `until`, then, if this backend may, rows whose floor is unknown.
             let mut passes = vec![(pg_sys::BTLessStrategyNumber, pg_sys::F_TIMESTAMPTZ_LT, until_pg_us)];
-            if UNKNOWN_RAISED.load(Ordering::Relaxed) {
+            if UNKNOWN_WAITED.load(Ordering::Relaxed) {
                 passes.push((pg_sys::BTEqualStrategyNumber, pg_sys::F_TIMESTAMPTZ_EQ, i64::MAX));
             }
             'passes: for (strategy, function, value) in passes {
                 // At most a few rows; a bound keeps a row that somehow keeps matching from looping.
                 for _ in 0..16 {
-                    match write_one(rel, strategy as u16, function, value, until_pg_us) {
+                    match write_one(api, rel, strategy as u16, function, value, until_pg_us) {
                         Step::Wrote => {}
                         Step::Done => continue 'passes,
                         Step::Busy => {
                             outcome = Err("a transaction is changing snowflake_id_space");
+                            break 'passes;
+                        }
+                        Step::Old => {
+                            outcome = Err("a row of snowflake_id_space predates the column (run ALTER EXTENSION snowflake_id UPDATE)");
                             break 'passes;
                         }
                     }
@@ -333,13 +418,23 @@ enum Step {
     Done,
     /// The matching row is being changed by an open transaction: writing would wait for it.
     Busy,
+    /// The matching row was written before the column existed: it has fewer attributes, and an
+    /// in-place write may not change a row's length.
+    Old,
 }
 
 /// Advances the first row whose floor matches `floor <op> value` to `until_pg_us`.
 ///
 /// # Safety
 /// `rel` is the open record table, locked `ROW EXCLUSIVE` by this backend.
-unsafe fn write_one(rel: pg_sys::Relation, strategy: u16, function: u32, value: i64, until_pg_us: i64) -> Step {
+unsafe fn write_one(
+    api: &Inplace,
+    rel: pg_sys::Relation,
+    strategy: u16,
+    function: u32,
+    value: i64,
+    until_pg_us: i64,
+) -> Step {
     // SAFETY: as in write_floor.
     unsafe {
         let key = || {
@@ -364,18 +459,17 @@ unsafe fn write_one(rel: pg_sys::Relation, strategy: u16, function: u32, value: 
         let key = key();
         let mut old: pg_sys::HeapTuple = std::ptr::null_mut();
         let mut state: *mut std::ffi::c_void = std::ptr::null_mut();
-        pg_sys::systable_inplace_update_begin(
-            rel,
-            pg_sys::InvalidOid,
-            false,
-            std::ptr::null_mut(),
-            1,
-            &key,
-            &mut old,
-            &mut state,
-        );
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            (api.begin)(rel, pg_sys::InvalidOid, false, std::ptr::null_mut(), 1, &key, &mut old, &mut state)
+        });
         if old.is_null() {
             return Step::Done;
+        }
+        // A row from before the column (ADD COLUMN rewrites no row) is shorter than its rewrite.
+        let natts = u32::from((*(*old).t_data).t_infomask2) & pg_sys::HEAP_NATTS_MASK;
+        if natts < u32::from(FLOOR_COLUMN.unsigned_abs()) {
+            pg_sys::ffi::pg_guard_ffi_boundary(|| (api.cancel)(state));
+            return Step::Old;
         }
         // Under the row's lock: another backend may have advanced it since the scan.
         let desc = (*rel).rd_att;
@@ -386,7 +480,7 @@ unsafe fn write_one(rel: pg_sys::Relation, strategy: u16, function: u32, value: 
         let i = FLOOR_COLUMN as usize - 1;
         let current = if nulls[i] { i64::MIN } else { values[i].value() as i64 };
         if current >= until_pg_us && current != i64::MAX {
-            pg_sys::systable_inplace_update_cancel(state);
+            pg_sys::ffi::pg_guard_ffi_boundary(|| (api.cancel)(state));
             return Step::Wrote;
         }
         let mut column = [i32::from(FLOOR_COLUMN)];
@@ -400,7 +494,7 @@ unsafe fn write_one(rel: pg_sys::Relation, strategy: u16, function: u32, value: 
             value.as_mut_ptr(),
             isnull.as_mut_ptr(),
         );
-        pg_sys::systable_inplace_update_finish(state, new);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| (api.finish)(state, new));
         pg_sys::heap_freetuple(new);
         pg_sys::heap_freetuple(old);
         Step::Wrote
@@ -419,10 +513,12 @@ unsafe fn being_changed(tuple: pg_sys::HeapTuple) -> bool {
         if infomask & pg_sys::HEAP_XMAX_INVALID != 0 {
             return false;
         }
-        if infomask & pg_sys::HEAP_XMAX_IS_MULTI != 0 {
-            return true; // several lockers: some may be open; never wait to find out
-        }
         let xmax = (*header).t_choice.t_heap.t_xmax;
+        if infomask & pg_sys::HEAP_XMAX_IS_MULTI != 0 {
+            // Several lockers: busy while any of them runs (a lock-only one that ended is not).
+            let lock_only = infomask & pg_sys::HEAP_XMAX_LOCK_ONLY != 0;
+            return pg_sys::MultiXactIdIsRunning(xmax, lock_only);
+        }
         xmax != pg_sys::InvalidTransactionId
             && !pg_sys::TransactionIdIsCurrentTransactionId(xmax)
             && pg_sys::TransactionIdIsInProgress(xmax)

@@ -49,8 +49,8 @@ INSERT INTO snowflake_id_space (layout, epoch, minted_before) SELECT layout, epo
 PREPARE TRANSACTION 'sf_record';
 \echo :LAST_ERROR_SQLSTATE
 
--- The first id of a session run by a parallel worker checks too (read-only catalog queries,
--- settings changed only at a saved nesting level).
+-- The generators are PARALLEL UNSAFE (an id past the database's floor writes it): even with
+-- parallel query forced, the first id of a session is minted and checked in the leader.
 INSERT INTO snowflake_id_space (layout, epoch, minted_before) VALUES ('41/13/9', '2021-01-01 00:00+00', '-infinity');
 \c
 SET max_parallel_workers_per_gather = 2;

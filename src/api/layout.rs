@@ -146,8 +146,10 @@ pub extern "C" fn pg_finfo_snowflake_id_space_changed() -> &'static pg_sys::Pg_f
 // pg_upgrade carries. A restore into a database that already has the extension adds the dumped
 // rows to its own: any row that names another space than the server's makes snowflake_next
 // refuse, and the latest floor counts. A row without a floor (a dump from 0.2.0, a row a DBA
-// adds) gets 'infinity': unknown. The trigger makes backends that already checked read it again;
-// REPLICA IDENTITY FULL lets a publication FOR ALL TABLES replicate its DELETEs.
+// adds) gets 'infinity': unknown. The trigger makes backends that already checked read it again.
+// Its replica identity is a unique index on the columns the extension never writes in place, so
+// that a publication FOR ALL TABLES replicates its UPDATEs and DELETEs (the floors differ on each
+// side: logical replication does not carry in-place writes).
 extension_sql!(
     r#"
 CREATE TABLE snowflake_id_space (
@@ -160,7 +162,8 @@ COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s sn
 COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
 GRANT SELECT ON snowflake_id_space TO PUBLIC;
-ALTER TABLE snowflake_id_space REPLICA IDENTITY FULL;
+CREATE UNIQUE INDEX snowflake_id_space_key ON snowflake_id_space (layout, epoch, recorded_at);
+ALTER TABLE snowflake_id_space REPLICA IDENTITY USING INDEX snowflake_id_space_key;
 -- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.
 CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
 LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';

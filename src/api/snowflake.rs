@@ -22,11 +22,11 @@ use crate::{generate, guc, shmem};
 /// case itself and hands everything else to this function's pgrx wrapper.
 ///
 /// VOLATILE: every call returns a new id.
-/// PARALLEL SAFE: the only state is the shard's word in shared memory, updated by one atomic
-/// compare-and-swap that parallel workers share with their leader; the function keeps no
-/// per-backend state and writes no WAL, so a worker minting is as safe as the leader minting.
+/// PARALLEL UNSAFE: an id past the database's floor must first advance it (`crate::space`), which
+/// writes, and nothing may be written in parallel mode; so a query that mints runs without
+/// parallel workers.
 /// Not STRICT: a NULL shard raises an error instead of silently producing a NULL key.
-#[pg_extern(volatile, parallel_safe, sql = false)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn snowflake_next(shard: Option<i32>) -> i64 {
     let Some(shard) = shard else { errors::raise(errors::null_argument("shard")) };
     mint(shard.into())
@@ -41,10 +41,9 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// one shard of the set (0.1.0's meaning); under `*` it is still honoured, with a WARNING, so that
 /// a 0.1.0 configuration keeps working across the upgrade.
 ///
-/// VOLATILE and PARALLEL SAFE for the same reasons as `snowflake_next(shard)`; the shard set is
-/// a server setting, which parallel workers share with their leader. (The Rust name keeps the C
-/// symbol 0.1.0's definition points to.)
-#[pg_extern(volatile, parallel_safe, name = "snowflake_next")]
+/// VOLATILE and PARALLEL UNSAFE for the same reasons as `snowflake_next(shard)`. (The Rust name
+/// keeps the C symbol 0.1.0's definition points to.)
+#[pg_extern(volatile, parallel_unsafe, name = "snowflake_next")]
 pub(crate) fn snowflake_next_default() -> i64 {
     mint_owned_fast().unwrap_or_else(mint_owned)
 }
@@ -260,7 +259,7 @@ pub extern "C" fn pg_finfo_snowflake_next_fast() -> &'static pg_sys::Pg_finfo_re
 extension_sql!(
     r#"
 CREATE FUNCTION snowflake_next(shard int) RETURNS bigint
-LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL SAFE
+LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'snowflake_next_fast';
 COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
 "#,

@@ -18,10 +18,10 @@
 //! - `uuidv7_timestamp(uuid)`: the time to the microsecond, from the sub-millisecond fraction.
 //! - `uuidv7_min_id(ts)`, `uuidv7_max_id(ts)`: range bounds, like `snowflake_min_id`/`_max_id`.
 //!
-//! Volatility: the generators are VOLATILE and PARALLEL SAFE: the shared word is updated by one
-//! atomic compare-and-swap that workers share with their leader, and each process (worker or
-//! backend) seeds its own random stream on first use. The readers are IMMUTABLE, STRICT and
-//! PARALLEL SAFE: a UUIDv7 counts Unix milliseconds, which no setting changes.
+//! Volatility: the generators are VOLATILE and PARALLEL UNSAFE: an id past the database's floor
+//! must first advance it (`crate::space`), which writes, and nothing may be written in parallel
+//! mode; so a query that mints runs without parallel workers. The readers are IMMUTABLE, STRICT
+//! and PARALLEL SAFE: a UUIDv7 counts Unix milliseconds, which no setting changes.
 
 use std::cell::RefCell;
 
@@ -80,26 +80,26 @@ fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
 }
 
 /// A new UUIDv7, greater than every UUIDv7 this server generated before.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn uuidv7_next() -> pgrx::Uuid {
     encode(mint_word())
 }
 
 /// A new UUIDv7 whose time is moved by `shift` (PostgreSQL 18's `uuidv7(interval)`). Shifted
 /// values are unique, but sort by their shifted time, not in generation order.
-#[pg_extern(volatile, parallel_safe, name = "uuidv7_next")]
+#[pg_extern(volatile, parallel_unsafe, name = "uuidv7_next")]
 fn uuidv7_next_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
     Ok(encode(shifted(mint_word(), shift)?))
 }
 
 /// PostgreSQL 18's `uuidv7()`, as `uuidv7_next()`: monotonic across every backend.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_unsafe)]
 fn uuidv7() -> pgrx::Uuid {
     uuidv7_next()
 }
 
 /// PostgreSQL 18's `uuidv7(shift interval)`, as `uuidv7_next(shift)`.
-#[pg_extern(volatile, parallel_safe, name = "uuidv7")]
+#[pg_extern(volatile, parallel_unsafe, name = "uuidv7")]
 fn uuidv7_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
     uuidv7_next_shifted(shift)
 }
