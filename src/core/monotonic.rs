@@ -965,23 +965,25 @@ mod tests {
         assert_eq!(c.0.slept_ns, vec![400 * MS as u64], "one overlong sleep, then the refusal");
     }
 
+    /// A clock that stopped: sleeping moves only the monotonic clock.
+    struct Stopped(FakeClock);
+    impl Clock for Stopped {
+        fn now_unix_ns(&mut self) -> i64 {
+            self.0.now_ns
+        }
+        fn monotonic_ns(&mut self) -> u64 {
+            self.0.mono_ns
+        }
+        fn sleep_ns(&mut self, ns: u64) {
+            self.0.slept_ns.push(ns);
+            self.0.mono_ns += ns;
+        }
+    }
+
     #[test]
     fn a_clock_that_stopped_is_refused_as_too_far_ahead_never_as_a_zero_step() {
         // The generator runs 300 ms ahead (a restart at the reservation) of a clock that then
         // stops: the call waits up to its catch-up budget (2 s here), then gives up, saying so.
-        struct Stopped(FakeClock);
-        impl Clock for Stopped {
-            fn now_unix_ns(&mut self) -> i64 {
-                self.0.now_ns
-            }
-            fn monotonic_ns(&mut self) -> u64 {
-                self.0.mono_ns
-            }
-            fn sleep_ns(&mut self, ns: u64) {
-                self.0.slept_ns.push(ns);
-                self.0.mono_ns += ns;
-            }
-        }
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
@@ -996,18 +998,6 @@ mod tests {
         // A clock that stopped, a generator 300 ms ahead of it, and a call that retries after each
         // renewal of the reservation (`mint_within` with the same `Waited`): the first attempt
         // waits most of the 2 s budget; a second attempt of the same call may not wait it again.
-        struct Stopped(FakeClock);
-        impl Clock for Stopped {
-            fn now_unix_ns(&mut self) -> i64 {
-                self.0.now_ns
-            }
-            fn monotonic_ns(&mut self) -> u64 {
-                self.0.mono_ns
-            }
-            fn sleep_ns(&mut self, ns: u64) {
-                self.0.mono_ns += ns;
-            }
-        }
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let mut waited = Waited::default();
