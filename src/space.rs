@@ -46,7 +46,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, Spi};
 
-use crate::core::space::{self, MintedBefore, Raise, Recorded};
+use crate::core::space::{self, FloorWait, MintedBefore, Recorded};
 use crate::core::time;
 use crate::core::uuidv7;
 use crate::{clock, errors, guc, restricted, shmem};
@@ -109,7 +109,7 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
 }
 
 /// The record, and on the first check of this database since the start (or since its record
-/// changed), the raise to its floor.
+/// changed), the wait for its floor.
 fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
     let layout = guc::layout();
     let (recorded, fingerprint) = read_record()?;
@@ -135,7 +135,7 @@ fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
 }
 
 /// Waits, in this database's session only, until the clock passes the database's floor
-/// (`crate::core::space::raise_target`), unless every generator already lies past it (a restart
+/// (`crate::core::space::wait_target`), unless every generator already lies past it (a restart
 /// starts them at the reservation, which lies past every floor this server wrote). The
 /// generators themselves are never raised: every database shares them, and one database's record
 /// must not make another database's ids wait. The snowflake generators count only when the
@@ -144,10 +144,10 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
     let layout = guc::layout();
     let now = clock::now_unix_ms();
     let horizon = space::horizon_ms(&guc::clock_policy());
-    let to = match space::raise_target(floor, now, horizon) {
-        Raise::None => return,
-        Raise::To(ms) => ms,
-        Raise::Capped { to, floor } => {
+    let to = match space::wait_target(floor, now, horizon) {
+        FloorWait::None => return,
+        FloorWait::To(ms) => ms,
+        FloorWait::Capped { to, floor } => {
             errors::floor_beyond_horizon(floor, horizon).report(PgLogLevel::WARNING);
             to
         }

@@ -10,9 +10,8 @@
 //! while connected to that database lies. The extension writes it itself, never a role: it is
 //! the server's durable reservation, written in place before an id past the old value is handed
 //! out. So it travels with a dump and through `pg_upgrade` the way a sequence's value does, and a
-//! server that receives the database raises its generators to it ([`raise_target`]) before the
-//! first id it mints there, whatever its clock says. Nothing a role stores in its own tables
-//! moves the generators of any other role.
+//! server that receives the database waits for it ([`wait_target`]) before the first id it mints
+//! there, whatever its clock says. Nothing a role stores in its own tables moves any generator.
 
 use std::fmt;
 
@@ -20,10 +19,10 @@ use super::layout::{Layout, Widths};
 use super::monotonic::{catch_up_budget_ns, ClockPolicy};
 use super::time::{self, NS_PER_MS};
 
-/// How far ahead of the clock a recorded floor may lie and still raise the generators: as far as
+/// How far ahead of the clock a recorded floor may lie and still be waited for: as far as
 /// a call may wait for the clock to catch up with a generator that runs ahead
 /// ([`catch_up_budget_ns`], 2 s with the default settings), less [`HORIZON_HEADROOM_MS`], so
-/// that the first call after a raise to the horizon waits within its budget however its sleeps
+/// that the first call after a wait to the horizon waits within its budget however its sleeps
 /// overrun. A floor further ahead (a clock far ahead where the database was minted, a value a
 /// superuser wrote by hand) is not followed: following it would make every call on the server
 /// refuse until the clock got there.
@@ -66,29 +65,29 @@ pub fn floor(recorded: &[Recorded]) -> MintedBefore {
     })
 }
 
-/// Where a server raises its generators for a database whose floor is `floor`, with its clock at
-/// `now_unix_ms`: to the floor, or for an unknown one to the horizon (every stored id a call could
-/// wait for lies below it); never past the horizon. `None` when nothing was minted.
+/// What the first id in a database whose floor is `floor` waits for, with the clock at
+/// `now_unix_ms`: the floor, or for an unknown one the horizon (every stored id a call could wait
+/// for lies below it); never past the horizon. `None` when nothing was minted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Raise {
+pub enum FloorWait {
     None,
-    /// Raise every generator to this Unix millisecond.
+    /// Wait until this Unix millisecond.
     To(i64),
-    /// The floor lies past the horizon: raise to the horizon, and say so.
+    /// The floor lies past the horizon: wait until the horizon, and say so.
     Capped {
         to: i64,
         floor: i64,
     },
 }
 
-/// See [`Raise`].
-pub fn raise_target(floor: MintedBefore, now_unix_ms: i64, horizon_ms: i64) -> Raise {
+/// See [`FloorWait`].
+pub fn wait_target(floor: MintedBefore, now_unix_ms: i64, horizon_ms: i64) -> FloorWait {
     let horizon = now_unix_ms.saturating_add(horizon_ms);
     match floor {
-        MintedBefore::Nothing => Raise::None,
-        MintedBefore::Unknown => Raise::To(horizon),
-        MintedBefore::At(f) if f > horizon => Raise::Capped { to: horizon, floor: f },
-        MintedBefore::At(f) => Raise::To(f),
+        MintedBefore::Nothing => FloorWait::None,
+        MintedBefore::Unknown => FloorWait::To(horizon),
+        MintedBefore::At(f) if f > horizon => FloorWait::Capped { to: horizon, floor: f },
+        MintedBefore::At(f) => FloorWait::To(f),
     }
 }
 
@@ -181,13 +180,13 @@ mod tests {
         assert_eq!(h, 1750, "the default settings wait up to 2 s for a generator ahead, less the headroom");
         assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 15_750);
         let now = 1_780_000_000_000;
-        assert_eq!(raise_target(MintedBefore::Nothing, now, h), Raise::None);
-        assert_eq!(raise_target(MintedBefore::At(now - 60_000), now, h), Raise::To(now - 60_000));
-        assert_eq!(raise_target(MintedBefore::At(now + 1500), now, h), Raise::To(now + 1500));
+        assert_eq!(wait_target(MintedBefore::Nothing, now, h), FloorWait::None);
+        assert_eq!(wait_target(MintedBefore::At(now - 60_000), now, h), FloorWait::To(now - 60_000));
+        assert_eq!(wait_target(MintedBefore::At(now + 1500), now, h), FloorWait::To(now + 1500));
         assert_eq!(
-            raise_target(MintedBefore::At(now + 86_400_000), now, h),
-            Raise::Capped { to: now + h, floor: now + 86_400_000 }
+            wait_target(MintedBefore::At(now + 86_400_000), now, h),
+            FloorWait::Capped { to: now + h, floor: now + 86_400_000 }
         );
-        assert_eq!(raise_target(MintedBefore::Unknown, now, h), Raise::To(now + h));
+        assert_eq!(wait_target(MintedBefore::Unknown, now, h), FloorWait::To(now + h));
     }
 }
