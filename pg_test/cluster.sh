@@ -205,6 +205,14 @@ check "sonyflake preset: the largest shard mints and decodes" "65535|t" \
 check "sonyflake preset: 1,024 ids need at least 4 ticks of 10 ms (256 ids each)" "t" \
   "$(q -c "SELECT count(*) >= 4 FROM (SELECT DISTINCT snowflake_timestamp(id) FROM (SELECT snowflake_next(9) id FROM generate_series(1, 1024)) s) t")"
 
+# A restored floor in the middle of a 10 ms tick: that tick may hold ids (a reservation covers the
+# ticks that start before it), so the first new id starts at the next tick, not in that one.
+floor="$(q -c "DELETE FROM snowflake_id_space" -c "WITH f AS (SELECT to_timestamp(ceil(extract(epoch FROM clock_timestamp() + interval '300 ms') * 100) / 100) + interval '5 ms' AS t)
+  INSERT INTO snowflake_id_space (layout, epoch, minted_before) SELECT l.layout, l.epoch, f.t FROM snowflake_layout() l, f RETURNING minted_before")"
+check "a restored floor inside a 10 ms tick: the first new id starts after it" "t" \
+  "$(q -c "SELECT snowflake_timestamp(snowflake_next(3)) >= '$floor'::timestamptz")"
+record_space
+
 # snowflake_next() on one shard of 2 ids a 10 ms tick borrows ticks ahead of the clock at any
 # speed. A clock that catches up with a borrowed tick did not step back: with max_rewind_wait = 0
 # it must neither refuse (0.2.0 recorded the borrowed tick as seen, and refused with 58000) nor

@@ -463,8 +463,20 @@ pub fn floor_beyond_horizon(floor_unix_ms: i64, horizon_ms: i64) -> ErrorReport 
         ),
         FUNC,
     )
-    .set_detail("The generators were raised only as far as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second). New ids may sort below ids stored meanwhile.")
+    .set_detail("The first id in this database waited only as long as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second). New ids may sort below ids stored meanwhile.")
     .set_hint("Check this server's clock against the one the database comes from; snowflake_id_advance() moves the generators past that time on purpose.")
+}
+
+/// A generator called in parallel mode (from a function a user marked parallel safe) needed to
+/// advance the database's floor, which parallel mode forbids.
+pub fn floor_in_parallel_mode() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+        "cannot advance this database's record of minted ids during a parallel operation",
+        FUNC,
+    )
+    .set_detail("The id generators are PARALLEL UNSAFE: a function that calls them must be too.")
+    .set_hint("Mark the function that calls the generator PARALLEL UNSAFE.")
 }
 
 /// The database's floor could not be written before an id past it was handed out (a WARNING,

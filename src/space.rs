@@ -36,7 +36,7 @@
 //!
 //! A database whose record names another layout or epoch refuses snowflake ids (55000) until
 //! the settings or the record are fixed; UUIDv7, which no setting shapes, still mints. The
-//! registry of databases raised since the start and the record counter are in `crate::shmem`.
+//! registry of databases checked since the start and the record counter are in `crate::shmem`.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -137,9 +137,10 @@ fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
 /// Waits, in this database's session only, until the clock passes the database's floor
 /// (`crate::core::space::wait_target`), unless every generator already lies past it (a restart
 /// starts them at the reservation, which lies past every floor this server wrote). The
-/// generators themselves are never raised: every database shares them, and one database's record
-/// must not make another database's ids wait. The snowflake generators count only when the
-/// record names the server's id space, since otherwise its times mean nothing here.
+/// generators are raised to the floor only once the clock has passed it: every database shares
+/// them, and one database's record must not make another database's ids wait. The snowflake
+/// generators count only when the record names the server's id space, since otherwise its times
+/// mean nothing here.
 fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
     let layout = guc::layout();
     let now = clock::now_unix_ms();
@@ -152,9 +153,22 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
             to
         }
     };
-    let snowflake_word = snowflake.then(|| layout.timeline().first_word_at(to));
-    if !shmem::generators_at_least(snowflake_word, uuidv7::TIMELINE.first_word_at(to)) {
-        sleep_until(to);
+    let tl = layout.timeline();
+    let snowflake_word = snowflake.then(|| tl.first_word_at(to));
+    let uuidv7_word = uuidv7::TIMELINE.first_word_at(to);
+    if !shmem::generators_at_least(snowflake_word, uuidv7_word) {
+        // Until the first tick that starts at or after the floor: the floor's own tick may hold
+        // ids (a reservation covers the ticks that start before it).
+        // (At most one tick later: outside the layout's time, before its epoch or past its end,
+        // there is no such tick, and the floor itself is waited for.)
+        let until = snowflake_word
+            .map(|w| tl.word_unix_ms(w))
+            .filter(|&t| t >= to && t <= to.saturating_add(i64::from(tl.tick_ms)))
+            .unwrap_or(to);
+        sleep_until(until);
+        // The clock is past the floor now, so raising the generators to it makes no one wait,
+        // and a later step back of the clock cannot bring an idle generator below it.
+        shmem::raise_generators(layout, until, clock::now_unix_ms());
     }
     if floor == MintedBefore::Unknown {
         UNKNOWN_WAITED.store(true, Ordering::Relaxed);
@@ -182,7 +196,7 @@ fn sleep_until(unix_ms: i64) {
 /// The rows of the extension's own `snowflake_id_space` table (found as a member of the
 /// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of their
 /// layouts, epochs and record times (not their floors, which the extension advances itself),
-/// so that a database whose record changed is raised again.
+/// so that a database whose record changed is waited for again.
 fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
     let table = Spi::connect(|client| {
         let t = client.select(
@@ -207,8 +221,7 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
         return Ok((Vec::new(), 1));
     };
     let mut recorded = Vec::new();
-    // FNV-1a over the rows as read.
-    let mut hash: u32 = 0x811c_9dc5;
+    let mut identities: Vec<(String, i64, i64)> = Vec::new();
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: PostgreSQL's table and system-scan API, used as its callers do; a NULL snapshot
     // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
@@ -238,9 +251,7 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
             let unix_us = |i: usize| pg_us(i).and_then(time::unix_us_from_pg_us);
             let epoch = unix_us(1).map_or(i64::MIN, |us| us.div_euclid(1000));
             let at = unix_us(2).unwrap_or(i64::MIN);
-            for b in layout.bytes().chain(epoch.to_le_bytes()).chain(at.to_le_bytes()) {
-                hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
-            }
+            identities.push((layout.clone(), epoch, at));
             let minted_before =
                 if has_floor { minted_before(pg_us(FLOOR_COLUMN as usize - 1)) } else { MintedBefore::Unknown };
             recorded.push(Recorded { layout, epoch_unix_ms: epoch, minted_before });
@@ -248,8 +259,17 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
         pg_sys::systable_endscan(scan);
         pg_sys::table_close(rel, lock);
     }
-    // The same rows in another order are the same record.
+    // The same rows in another order (an UPDATE or VACUUM FULL moves them) are the same record.
     recorded.sort_by(|a, b| (&a.layout, a.epoch_unix_ms).cmp(&(&b.layout, b.epoch_unix_ms)));
+    identities.sort();
+    // FNV-1a over the rows' layouts, epochs and record times, not their floors, which the
+    // extension advances itself.
+    let mut hash: u32 = 0x811c_9dc5;
+    for (layout, epoch, at) in &identities {
+        for b in layout.bytes().chain(epoch.to_le_bytes()).chain(at.to_le_bytes()) {
+            hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+    }
     // Zero marks a free registry entry.
     Ok((recorded, hash | 1))
 }
@@ -325,11 +345,12 @@ fn inplace() -> Option<&'static Inplace> {
 
 /// Advances the database's floor to `until_unix_ms` (the server's durable reservation, which every
 /// id handed out lies below) before an id at or past the floor this backend knows is handed out.
-/// Never raises for a write it cannot make: it warns once and lets `until` stand for the floor in
-/// this backend (see the module comment).
+/// For a write it cannot make it warns once and lets `until` stand for the floor in this backend
+/// (see the module comment).
 ///
 /// # Panics
-/// An ERROR from PostgreSQL while writing (none is expected) propagates as any error does.
+/// 25000 in parallel mode (a generator inside a function a user marked parallel safe); an ERROR
+/// from PostgreSQL while writing (none is expected) propagates as any error does.
 pub fn cover(until_unix_ms: i64) {
     let table = RECORD_TABLE.load(Ordering::Relaxed);
     if table == 0 {
@@ -350,13 +371,14 @@ pub fn cover(until_unix_ms: i64) {
 }
 
 /// Writes `until` into every row whose floor is earlier (and into rows whose floor is unknown,
-/// once this backend raised the generators past it), returning the floor now recorded.
+/// once this backend waited past it), returning the floor now recorded.
 fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static str> {
     // SAFETY: a plain read of the transaction's state.
     if unsafe { pg_sys::IsInParallelMode() } {
         // The generators are PARALLEL UNSAFE, so only a function a user marked parallel safe
-        // around them gets here; PostgreSQL writes nothing in parallel mode.
-        return Err("an id was minted in parallel mode, where nothing may be written");
+        // around them gets here. PostgreSQL refuses writes in parallel mode, and so does this:
+        // issuing ids past a floor that cannot be written would leave it behind indefinitely.
+        errors::raise(errors::floor_in_parallel_mode());
     }
     let Some(until_pg_us) = until_unix_ms.checked_mul(1000).and_then(time::pg_us_from_unix_us) else {
         return Err("the reservation is outside PostgreSQL's timestamps");
@@ -397,7 +419,7 @@ fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static s
                             break 'passes;
                         }
                         Step::Old => {
-                            outcome = Err("a row of snowflake_id_space predates the column (run ALTER EXTENSION snowflake_id UPDATE)");
+                            outcome = Err("a row of snowflake_id_space cannot be rewritten in place (its columns are not the extension's; run ALTER EXTENSION snowflake_id UPDATE)");
                             break 'passes;
                         }
                     }
@@ -418,8 +440,8 @@ enum Step {
     Done,
     /// The matching row is being changed by an open transaction: writing would wait for it.
     Busy,
-    /// The matching row was written before the column existed: it has fewer attributes, and an
-    /// in-place write may not change a row's length.
+    /// The matching row cannot be rewritten in place: written before the column existed (fewer
+    /// attributes), or a column added since would change its length.
     Old,
 }
 
@@ -469,6 +491,7 @@ unsafe fn write_one(
         let natts = u32::from((*(*old).t_data).t_infomask2) & pg_sys::HEAP_NATTS_MASK;
         if natts < u32::from(FLOOR_COLUMN.unsigned_abs()) {
             pg_sys::ffi::pg_guard_ffi_boundary(|| (api.cancel)(state));
+            pg_sys::heap_freetuple(old);
             return Step::Old;
         }
         // Under the row's lock: another backend may have advanced it since the scan.
@@ -481,6 +504,7 @@ unsafe fn write_one(
         let current = if nulls[i] { i64::MIN } else { values[i].value() as i64 };
         if current >= until_pg_us && current != i64::MAX {
             pg_sys::ffi::pg_guard_ffi_boundary(|| (api.cancel)(state));
+            pg_sys::heap_freetuple(old);
             return Step::Wrote;
         }
         let mut column = [i32::from(FLOOR_COLUMN)];
@@ -494,10 +518,21 @@ unsafe fn write_one(
             value.as_mut_ptr(),
             isnull.as_mut_ptr(),
         );
-        pg_sys::ffi::pg_guard_ffi_boundary(|| (api.finish)(state, new));
+        // An in-place write keeps the row's length and header: a column a superuser added
+        // since would change them, and PostgreSQL would raise an error.
+        let same_shape = (*new).t_len == (*old).t_len && (*(*new).t_data).t_hoff == (*(*old).t_data).t_hoff;
+        if same_shape {
+            pg_sys::ffi::pg_guard_ffi_boundary(|| (api.finish)(state, new));
+        } else {
+            pg_sys::ffi::pg_guard_ffi_boundary(|| (api.cancel)(state));
+        }
         pg_sys::heap_freetuple(new);
         pg_sys::heap_freetuple(old);
-        Step::Wrote
+        if same_shape {
+            Step::Wrote
+        } else {
+            Step::Old
+        }
     }
 }
 

@@ -65,7 +65,7 @@ DELETE FROM snowflake_id_space WHERE epoch = '2021-01-01 00:00+00';
 SET max_parallel_workers_per_gather = 2;
 SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
                        THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false) IS NOT NULL AS forced;
-SELECT snowflake_next(1) > 0 AS mints_in_a_worker;
+SELECT snowflake_next(1) > 0 AS mints_with_parallel_query_forced;
 RESET ALL;
 
 -- The floor (minted_before) carries what the tables hold: nothing reads them. Start afresh.
@@ -115,7 +115,7 @@ SELECT clock_timestamp() + interval '300 ms' AS restored_floor \gset
 INSERT INTO snowflake_id_space (layout, epoch, minted_before) SELECT layout, epoch, :'restored_floor' FROM snowflake_layout();
 \c
 SELECT snowflake_timestamp(snowflake_next(3)) >= :'restored_floor' AS snowflake_after_floor,
-       uuid_extract_timestamp(uuidv7_next()) >= :'restored_floor' AS uuidv7_after_floor;
+       uuidv7_timestamp(uuidv7_next()) >= :'restored_floor' AS uuidv7_after_floor;
 
 -- A row whose floor is unknown (a dump from 0.2.0 has no floor; the column's default is
 -- 'infinity'): the generators go as far ahead as a call may wait (2 s here) less a quarter

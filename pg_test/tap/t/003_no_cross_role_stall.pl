@@ -81,5 +81,23 @@ alice_mints_with_the_clock('the first id after a restart');
 bob_mints_with_the_clock('the first id after a restart');
 $holder->quit;
 
+# A floor in Alice's database's record (a superuser's restore adds one; 10 s ahead here): only
+# Alice's database waits for it. Bob's ids stay with the clock (0.2.0's successor raised every
+# generator of the server to a record's floor, and made Bob wait too).
+my $floor = $node->safe_psql('alice_db', q{
+	INSERT INTO snowflake_id_space (layout, epoch, minted_before)
+	SELECT layout, epoch, clock_timestamp() + interval '10 s' FROM snowflake_layout() RETURNING minted_before});
+# Alice's first id after the record changed waits for the floor, in the background.
+my $alice = $node->background_psql('alice_db', extra_params => [ '-U', 'regress_alice' ]);
+$alice->query_until(qr/started/, "\\echo started\nSELECT snowflake_timestamp(snowflake_next(3)) >= '$floor'::timestamptz AS after;\n");
+is($node->safe_psql('bob_db', "SELECT snowflake_timestamp(snowflake_next(2)) < '$floor'::timestamptz",
+		extra_params => [ '-U', 'regress_bob' ]),
+	't', "a floor in another database's record does not move Bob's ids");
+like($alice->query_safe('SELECT 1'), qr/1/, "Alice's session came back");
+is($node->safe_psql('alice_db', "SELECT snowflake_timestamp(snowflake_next(3)) >= '$floor'::timestamptz",
+		extra_params => [ '-U', 'regress_alice' ]),
+	't', "Alice's database mints after its floor");
+$alice->quit;
+
 $node->stop;
 done_testing();
