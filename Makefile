@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: demo test bench package test-package fmt
+.PHONY: demo test bench bench-replay package test-package fmt
 
 demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
 	bash scripts/demo.sh
@@ -9,6 +9,10 @@ test:   ## set up from nothing and run every test (PG_VERSIONS="15 18" by defaul
 
 bench:  ## benchmark the generators against nextval, gen_random_uuid() and the peers
 	bash scripts/bench.sh
+	bash scripts/bench-replay.sh
+
+bench-replay: ## how long a server takes to replay a long archive of reservation records
+	bash scripts/bench-replay.sh
 
 package: ## Debian packages postgresql-NN-snowflake-id for PostgreSQL 14-18 (PG_VERSIONS to choose)
 	bash scripts/package.sh

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `make bench-replay` (and the last part of `make bench`): how long a server takes to replay a
+# long archive of reservation records, and what each record costs the startup process.
+#
+# A primary with WAL archiving logs RECORDS reservations (snowflake_id_advance in a loop, each one
+# a renewal as a busy primary writes about four a second), then a base backup taken before them
+# is recovered from the archive with fsync on. The server's own "redo done ... elapsed" line
+# times the replay. In the same run, on the same file system, the script times the two ways of
+# putting a file on disk: overwriting it in place with one fdatasync (what replay does), and a
+# new file, fsync, rename and directory fsync (what it did up to 0.2.0). Replay per record
+# divided by each of them says how many of those writes a record costs.
+#
+#   RECORDS=2000 make bench-replay
+#
+# Writes docs/bench/replay.md.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+V="${PG:-15}" NAME="replay$V" PORT="$((5480 + ${PG:-15}))"
+RECORDS="${RECORDS:-5000}"
+[ "$RECORDS" -le 5900 ] || die "RECORDS is at most 5900: snowflake_id_advance stays within an hour of the clock"
+PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
+install_extension "$V" release
+bin="$(pg_bin "$V")" dir="$SNOWFLAKE_RUN_DIR/$NAME"
+log "a primary that archives its WAL (fsync on)"
+CLUSTER_CONF="fsync = on
+wal_level = replica
+archive_mode = on
+archive_command = 'cp %p $dir/archive/%f'" cluster_start "$V" "$NAME" "$PORT"
+as_postgres install -d -m 0700 "$dir/archive"
+trap 'cluster_stop "$V" "$NAME"; as_postgres "$bin/pg_ctl" -D "$dir/restored" -w -m immediate stop >/dev/null 2>&1 || true' EXIT
+cluster_env "$V" "$NAME" "$PORT"
+psql -qX -v ON_ERROR_STOP=1 -c "CREATE EXTENSION snowflake_id"
+as_postgres "$bin/pg_basebackup" -h "$dir" -p "$PORT" -U postgres -D "$dir/restored" -X none -c fast
+writes() { psql -qXAt -c "SELECT writes FROM snowflake_id_reservation()"; }
+before="$(writes)"
+log "logging $RECORDS reservations"
+# Each call moves the reservation 600 ms further than the last, past the 500 ms it reserves ahead:
+# one renewal, one WAL record.
+psql -qX -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN
+  FOR i IN 1..$RECORDS LOOP
+    PERFORM snowflake_id_advance(clock_timestamp() + make_interval(secs => i * 0.6));
+  END LOOP; END \$\$"
+logged=$(( $(writes) - before ))
+psql -qXAt -c "SELECT pg_switch_wal()" >/dev/null
+last="$(psql -qXAt -c "SELECT pg_walfile_name(pg_current_wal_lsn())")"
+for _ in $(seq 300); do
+  [ "$(psql -qXAt -c "SELECT last_archived_wal >= '$last' FROM pg_stat_archiver")" = t ] && break
+  sleep 0.2
+done
+cluster_stop "$V" "$NAME"
+
+log "recovering the base backup from the archive"
+{
+  echo "restore_command = 'cp $dir/archive/%f %p'"
+  echo "port = $((PORT + 1))"
+  echo "archive_mode = off"
+} | as_postgres tee -a "$dir/restored/postgresql.conf" >/dev/null
+as_postgres touch "$dir/restored/recovery.signal"
+as_postgres "$bin/pg_ctl" -D "$dir/restored" -l "$dir/restored.log" -w -t 600 start >/dev/null \
+  || { tail -n 20 "$dir/restored.log" >&2; die "recovery failed"; }
+# pg_ctl returns once hot standby lets connections in; recovery ends at the archive's end.
+for _ in $(seq 3000); do
+  grep -q "redo done at" "$dir/restored.log" && break
+  sleep 0.2
+done
+elapsed="$(sed -n 's/.*redo done at .*elapsed: \([0-9.]*\) s.*/\1/p' "$dir/restored.log" | tail -n 1)"
+cpu="$(sed -n 's/.*redo done at .*CPU: user: \([0-9.]*\) s, system: \([0-9.]*\) s.*/\1 + \2/p' "$dir/restored.log" | tail -n 1)"
+[ -n "$elapsed" ] || { tail -n 20 "$dir/restored.log" >&2; die "no 'redo done' line in the log"; }
+as_postgres "$bin/pg_ctl" -D "$dir/restored" -w -m fast stop >/dev/null
+
+log "timing the two ways of writing the file, on the same file system"
+# shellcheck disable=SC2016
+costs="$(as_postgres python3 - "$dir" <<'EOF'
+import os, sys, time
+d, n, data = sys.argv[1], 500, b"x" * 512
+path, tmp = os.path.join(d, "probe"), os.path.join(d, "probe.tmp")
+with open(path, "wb") as f:
+    f.write(data); os.fsync(f.fileno())
+fd = os.open(path, os.O_WRONLY)
+t = time.perf_counter()
+for _ in range(n):
+    os.pwrite(fd, data, 0); os.fdatasync(fd)
+in_place = (time.perf_counter() - t) / n
+os.close(fd)
+t = time.perf_counter()
+for _ in range(n):
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data); os.fsync(fd); os.close(fd)
+    os.rename(tmp, path)
+    dfd = os.open(d, os.O_RDONLY); os.fsync(dfd); os.close(dfd)
+renamed = (time.perf_counter() - t) / n
+os.unlink(path)
+print(f"{in_place * 1000:.3f} {renamed * 1000:.3f}")
+EOF
+)"
+read -r in_place renamed <<<"$costs"
+per_record="$(python3 -c "print(f'{$elapsed * 1000 / $logged:.3f}')")"
+cpu_per_record="$(python3 -c "print(f'{($cpu) * 1000 / $logged:.3f}')")"
+ratio() { python3 -c "print(f'{$per_record / $1:.2f}')"; }
+out="$REPO_ROOT/docs/bench/replay.md"
+mkdir -p "$(dirname "$out")"
+cat >"$out" <<EOF
+# Replaying a long archive of reservation records
+
+Generated by \`make bench-replay\` (RECORDS=$RECORDS) on PostgreSQL $V, $(date -u +%Y-%m-%d), $(nproc) cores,
+file system \`$(df -T "$dir" | awk 'NR == 2 { print $2 }')\`, fsync on.
+
+| | |
+|---|---|
+| reservation records replayed | $logged |
+| replay time (the server's "redo done ... elapsed") | $elapsed s |
+| replay per record | $per_record ms |
+| of which the startup process's CPU (user + system) | $cpu_per_record ms |
+| one in-place write + fdatasync of the file | $in_place ms |
+| new file + fsync + rename + directory fsync | $renamed ms |
+| replay per record / in-place write | $(ratio "$in_place") |
+| replay per record / new file and rename | $(ratio "$renamed") |
+
+The rest of a record's time is CPU in the startup process (the row above). A busy primary renews its reservation about four times a second, so $logged records are about
+$(( logged / 4 / 60 )) minutes of its WAL.
+EOF
+cat "$out"
