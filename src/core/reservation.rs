@@ -24,6 +24,11 @@ pub const REFRESH_MARGIN_MS: i64 = 250;
 pub const FILE_NAME: &str = "snowflake_id.state";
 /// The current file format.
 pub const FORMAT: u32 = 1;
+/// The size of every file written since 0.3.0: the JSON padded with spaces to one 512-byte
+/// sector, the size PostgreSQL relies on being written whole for `pg_control`'s data. A renewal
+/// overwrites the file in place; a torn write could only leave invalid JSON, which a start
+/// refuses (fail closed) and a replayed reservation replaces.
+pub const FILE_BYTES: usize = 512;
 /// The largest file a start reads (a reservation takes about 200 bytes): anything larger is
 /// damaged, and is not read into memory.
 pub const MAX_FILE_BYTES: u64 = 4096;
@@ -72,6 +77,15 @@ pub fn judge(bytes: &[u8], layout: &Layout) -> Result<Reservation, (Refusal, Str
     Ok(r)
 }
 
+/// The file: a reservation and, since 0.3.0, its checksum.
+#[derive(Serialize, Deserialize)]
+struct OnDisk {
+    #[serde(flatten)]
+    reservation: Reservation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checksum: Option<String>,
+}
+
 /// The file's contents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
@@ -96,8 +110,12 @@ impl Reservation {
         }
     }
 
+    /// Exactly [`FILE_BYTES`]: the JSON with its checksum, spaces, and a newline.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).expect("a plain struct always serialises");
+        let on_disk = OnDisk { reservation: self.clone(), checksum: Some(self.checksum()) };
+        let mut v = serde_json::to_vec_pretty(&on_disk).expect("a plain struct always serialises");
+        assert!(v.len() < FILE_BYTES, "a reservation takes about 200 bytes");
+        v.resize(FILE_BYTES - 1, b' ');
         v.push(b'\n');
         v
     }
@@ -105,11 +123,25 @@ impl Reservation {
     /// # Errors
     /// A message when the bytes are not a reservation this version understands.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let r: Reservation = serde_json::from_slice(bytes).map_err(|e| format!("it is not valid: {e}"))?;
+        let OnDisk { reservation: r, checksum } =
+            serde_json::from_slice(bytes).map_err(|e| format!("it is not valid: {e}"))?;
         if r.format != FORMAT {
             return Err(format!("it has format {}, and this version reads format {FORMAT}", r.format));
         }
+        // Files written before 0.3.0 have none, and were never overwritten in place.
+        if checksum.is_some_and(|c| c != r.checksum()) {
+            return Err("its checksum does not match its contents: a write was torn".to_owned());
+        }
         Ok(r)
+    }
+
+    /// FNV-1a over the compact JSON of the fields, in hex. Not a defence against anyone who can
+    /// write the file: it tells a write torn by a crash (the start of a new file over the end of
+    /// the old one, which can parse as a lower reservation) from a whole one.
+    fn checksum(&self) -> String {
+        let json = serde_json::to_vec(self).expect("a plain struct always serialises");
+        let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        format!("{hash:016x}")
     }
 
     /// Refuses to continue an id space under a different layout or epoch: the same bits would
@@ -159,6 +191,44 @@ mod tests {
     }
 
     #[test]
+    fn every_file_has_the_same_size() {
+        let mut widest = Reservation::new(&Layout::DEFAULT, i64::MIN, i64::MIN);
+        widest.layout = "63/63/63".to_owned();
+        widest.epoch_unix_ms = i64::MIN;
+        for r in [Reservation::new(&Layout::DEFAULT, 0, 0), widest] {
+            assert_eq!(r.to_bytes().len(), FILE_BYTES);
+            assert_eq!(Reservation::from_bytes(&r.to_bytes()), Ok(r));
+        }
+    }
+
+    /// A write torn anywhere (the new file's start, the old one's end) leaves either a file a
+    /// start refuses or a reservation no lower than the old one, including when the number of
+    /// digits changes.
+    #[test]
+    fn a_torn_overwrite_never_lowers_the_reservation() {
+        // Without the checksum, a tear where the number of digits changes reads as a lower one.
+        let mut lower_unchecked = 0;
+        for (old, new) in [(1_800_000_000_500, 1_800_000_001_100), (9_999_999_999_700, 10_000_000_000_300)] {
+            let (old, new) = (
+                Reservation::new(&Layout::DEFAULT, old, old - 500).to_bytes(),
+                Reservation::new(&Layout::DEFAULT, new, new - 500).to_bytes(),
+            );
+            for k in 0..=FILE_BYTES {
+                let torn = [&new[..k], &old[k..]].concat();
+                if let Ok(r) = judge(&torn, &Layout::DEFAULT) {
+                    assert!(r.reserved_until_unix_ms >= old_until(&old), "torn at {k}: {r:?}");
+                }
+                let unchecked = serde_json::from_slice::<Reservation>(&torn).ok();
+                lower_unchecked += usize::from(unchecked.is_some_and(|r| r.reserved_until_unix_ms < old_until(&old)));
+            }
+        }
+        assert!(lower_unchecked > 0);
+        fn old_until(bytes: &[u8]) -> i64 {
+            Reservation::from_bytes(bytes).unwrap().reserved_until_unix_ms
+        }
+    }
+
+    #[test]
     fn refuses_other_formats_and_garbage() {
         assert!(Reservation::from_bytes(b"").is_err());
         assert!(Reservation::from_bytes(b"{\"format\": 1}").is_err());
@@ -182,7 +252,7 @@ mod tests {
         let ok = Reservation::new(&Layout::DEFAULT, 1_800_000_000_500, 1_800_000_000_000);
         assert_eq!(judge(&ok.to_bytes(), &Layout::DEFAULT), Ok(ok.clone()));
         let bytes = ok.to_bytes();
-        for damaged in [&b""[..], &bytes[..bytes.len() / 2], &b"\0\0\0\0"[..], &[b' '; 5000][..]] {
+        for damaged in [&b""[..], &bytes[..bytes.trim_ascii_end().len() / 2], &b"\0\0\0\0"[..], &[b' '; 5000][..]] {
             assert_eq!(judge(damaged, &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
         }
         let twitter = Layout::new(Widths::TWITTER, DEFAULT_EPOCH_UNIX_MS).unwrap();

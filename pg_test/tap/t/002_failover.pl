@@ -85,7 +85,11 @@ for my $major (@majors)
 	$standby->backup('base2');
 	my $standby2 = PostgreSQL::Test::Cluster->new("standby2_$major", install_path => install_path($major));
 	$standby2->init_from_backup($standby, 'base2', has_streaming => 1);
-	my $blocker = $standby2->data_dir . '/snowflake_id.state.tmp';
+	# The file cannot be opened for writing, so it would be replaced through the temporary file,
+	# and a directory stands in the way of that.
+	my $state = $standby2->data_dir . '/snowflake_id.state';
+	my $blocker = "$state.tmp";
+	chmod 0400, $state or die "chmod $state: $!";
 	mkdir $blocker or die "mkdir $blocker: $!";
 	$standby2->start;
 	$standby->safe_psql('postgres', 'SELECT snowflake_id_advance(clock_timestamp() + interval \'1 s\')');
@@ -100,6 +104,7 @@ for my $major (@majors)
 	like(slurp_file($standby2->logfile), qr/FATAL:\s+could not write the snowflake_id reservation file/,
 		"PostgreSQL $major: it says why, with FATAL");
 	rmdir $blocker or die "rmdir $blocker: $!";
+	chmod 0600, $state or die "chmod $state: $!";
 	$standby2->_update_pid(0);
 	$standby2->start;
 	$standby->wait_for_catchup($standby2);
