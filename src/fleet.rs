@@ -265,12 +265,17 @@ fn load_libpq() -> Result<Libpq, String> {
 
 /// A copy of a libpq string, at most 1 KiB of it (an error message is the peer's to choose).
 fn text(p: *const c_char) -> String {
+    text_within(p, 1024)
+}
+
+/// A libpq string, at most `limit` bytes of it.
+fn text_within(p: *const c_char, limit: usize) -> String {
     if p.is_null() {
         return String::new();
     }
     // SAFETY: libpq returns NUL-terminated strings it owns; we copy at once.
     let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
-    String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).trim_end().to_owned()
+    String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).trim_end().to_owned()
 }
 
 /// A connection, finished when dropped (on every path, an ERROR's unwinding included).
@@ -540,7 +545,8 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
                         if (pq.getlength)(res, 0, 0) > MAX_VALUE_BYTES {
                             Err(format!("its answer is larger than {MAX_VALUE_BYTES} bytes"))
                         } else {
-                            Ok(Some(text((pq.getvalue)(res, 0, 0))))
+                            // The value whole: its length was checked above.
+                            Ok(Some(text_within((pq.getvalue)(res, 0, 0), MAX_VALUE_BYTES as usize)))
                         }
                     } else {
                         Ok(None)
