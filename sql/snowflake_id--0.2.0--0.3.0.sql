@@ -11,24 +11,15 @@ REVOKE ALL ON FUNCTION snowflake_id_reservation() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 
 -- The floor of the ids minted in the database, carried by dumps and pg_upgrade; it replaces the
--- scan of every generator column's index at the first mint. Existing rows start from the
--- server's reservation, which lies above every id this server minted (and above every stored id
--- 0.2.0's scan raised it past); without the preload or a reservation yet, from 'infinity'
--- (unknown), which makes the database's first id after the next start wait as long as a call may
--- wait, once.
+-- scan of every generator column's index at the first mint. Existing rows start from 'infinity'
+-- (unknown): a 0.2.0 database may hold ids minted on another server (moved by pg_upgrade, or
+-- restored), which this server's reservation says nothing about, so its first id after the update
+-- waits as long as a call may wait (snowflake_id.max_rewind_wait), once.
 ALTER TABLE snowflake_id_space ADD COLUMN minted_before timestamptz NOT NULL DEFAULT 'infinity';
 COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
 -- ADD COLUMN rewrites no row, and an in-place advance may not change a row's length: rewrite
 -- every row with the column.
 UPDATE snowflake_id_space SET minted_before = 'infinity';
-DO $$
-BEGIN
-    UPDATE snowflake_id_space SET minted_before = r.reserved_until
-    FROM snowflake_id_reservation() r WHERE r.reserved_until IS NOT NULL;
-EXCEPTION WHEN object_not_in_prerequisite_state THEN
-    NULL; -- not preloaded: the floor stays unknown
-END
-$$;
 
 -- Logical replication of the record: the floors differ on each side, so its replica identity is
 -- the columns the extension never writes in place (identical rows, from restoring one dump
