@@ -517,6 +517,17 @@ pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
 }
 
 /// The record table's columns are not the ones the extension created.
+/// The record table stayed locked for as long as a call may wait.
+pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        format!("snowflake_id_space stayed locked for {waited_ms} ms"),
+        FUNC,
+    )
+    .set_detail("The generators read the database's record of its id space before a session's first id, and wait for its lock no longer than snowflake_id.max_rewind_wait.")
+    .set_hint("Look in pg_locks for the session holding or awaiting a lock on snowflake_id_space; only superusers can write or lock it.")
+}
+
 pub fn space_record_altered() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -26,11 +26,15 @@
 //! loads on older minor releases too, where the floor is then not advanced (a WARNING says so).
 //!
 //! # Never waiting, never failing an id
+//! The record is read under `ACCESS SHARE` taken only when it is free: a session holding a lock
+//! with a stronger request queued behind it would otherwise hold up the first id of every new
+//! session. It is tried again every few milliseconds for as long as a call may wait, then the call
+//! fails with 55P03. Only superusers (and `pg_read_all_data`) can read, so lock, the table.
 //! The write takes `ROW EXCLUSIVE` on the table only if that is free at once, and skips a row that
 //! an open transaction is changing (only a superuser can): then the id is issued anyway, with one
 //! WARNING a backend, and the next id past the floor tries again. The generators are PARALLEL
-//! UNSAFE, since nothing may be written in parallel mode; a function a user marks parallel safe
-//! around them is treated like a lock (the id is issued, with the WARNING).
+//! UNSAFE, since nothing may be written in parallel mode; in a function a user marks parallel safe
+//! around them, an id past the floor fails with 25000 (`errors::floor_in_parallel_mode`).
 //! A backend whose write did not happen also lets the reservation's current value stand for the
 //! floor until it is renewed, so that a skipped write costs one attempt a renewal, not one a call.
 //!
@@ -227,7 +231,8 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
     // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
     // not a catalog). Errors abort the transaction, which closes the scan and the table.
     unsafe {
-        let rel = pg_sys::table_open(table, lock);
+        lock_for_reading(table, lock)?;
+        let rel = pg_sys::table_open(table, pg_sys::NoLock as pg_sys::LOCKMODE);
         let desc = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att);
         let types: Vec<pg_sys::Oid> = (0..desc.len()).filter_map(|i| desc.get(i)).map(|a| a.atttypid).collect();
         if types.get(..3) != Some(&[pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID][..]) {
@@ -272,6 +277,33 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
     }
     // Zero marks a free registry entry.
     Ok((recorded, hash | 1))
+}
+
+/// Takes `lock` on the record table without joining its lock queue: a session that holds a lock
+/// while another's stronger request waits behind it (a `CREATE RULE` asks for ACCESS EXCLUSIVE
+/// before it checks ownership) must not hold up the first id of every new session. Tries again
+/// every few milliseconds for as long as a call may wait (`snowflake_id.max_rewind_wait`).
+///
+/// # Errors
+/// 55P03 when the lock stays taken that long.
+fn lock_for_reading(table: pg_sys::Oid, lock: pg_sys::LOCKMODE) -> Result<(), ErrorReport> {
+    let budget = std::time::Duration::from_millis(u64::from(guc::clock_policy().max_wait_ms));
+    let started = std::time::Instant::now();
+    // SAFETY: PostgreSQL's relation-lock API; a lock taken here is released at the end of the
+    // transaction or by the caller's table_close.
+    while !unsafe { pg_sys::ConditionalLockRelationOid(table, lock) } {
+        if started.elapsed() >= budget {
+            return Err(errors::space_record_locked(budget.as_millis()));
+        }
+        let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        // SAFETY: a plain wait on this backend's latch, reset before looking at why it was set.
+        unsafe {
+            pg_sys::WaitLatch(pg_sys::MyLatch, events as c_int, 5, pg_sys::PG_WAIT_EXTENSION);
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pgrx::check_for_interrupts!();
+    }
+    Ok(())
 }
 
 /// The floor's column: the fourth, `minted_before timestamptz`.
