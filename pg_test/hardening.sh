@@ -110,8 +110,10 @@ printf '{"format": 1, "reserved_until_unix_ms": 17' | as_postgres tee "$FIX/stat
 head -c 100 /dev/urandom | as_postgres tee "$FIX/state.garbage" >/dev/null
 # Another layout's file, as a version before 0.3.0 wrote it (no checksum: an edited file with one
 # would be refused as damaged).
-as_postgres sed -e 's/"41\/13\/9"/"41\/10\/12"/' -e '/"checksum"/d' -e 's/\("written_at_unix_ms": [0-9]*\),/\1/' "$FIX/state.good" \
-  | as_postgres tee "$FIX/state.otherlayout" >/dev/null
+as_postgres head -c 512 "$FIX/state.good" \
+  | sed -e '/"sequence"/d' -e '/"checksum"/d' -e 's/\("written_at_unix_ms": [0-9]*\),/\1/' -e 's/  *$//' \
+  | as_postgres tee "$FIX/state.v020" >/dev/null
+as_postgres sed 's/"41\/13\/9"/"41\/10\/12"/' "$FIX/state.v020" | as_postgres tee "$FIX/state.otherlayout" >/dev/null
 for case in empty:XX001 "$FIX/state.truncated":XX001 "$FIX/state.garbage":XX001 "$FIX/state.otherlayout":55000; do
   file="${case%:*}" want="${case##*:}" label="$(basename "${case%:*}")"
   log "hardening: a reservation file that is ${label#state.}"
@@ -171,7 +173,7 @@ check "the original file back: minting resumes" "ok" "$(sqlstate "SELECT snowfla
 log "hardening: writing the reservation file in place, or replacing it"
 inode="$(as_postgres stat -c %i "$STATE")"
 q -c "SELECT snowflake_id_advance(clock_timestamp() + interval '1.5 s') IS NOT NULL" >/dev/null
-check "a renewal overwrites the file in place (same inode, 512 bytes, one fdatasync)" "$inode 512" \
+check "a renewal overwrites the file in place (same inode, 1024 bytes: two slots, one fdatasync)" "$inode 1024" \
   "$(as_postgres stat -c '%i %s' "$STATE")"
 # A file linked from elsewhere (a backup made with cp -al) is replaced, never written through.
 as_postgres ln -f "$STATE" "$FIX/state.linked"
@@ -181,8 +183,8 @@ q -c "SELECT snowflake_id_advance(clock_timestamp() + interval '1.5 s') IS NOT N
 check "a file with another link is replaced: the linked copy is untouched" "t|1" \
   "$([ "$(as_postgres cat "$FIX/state.linked")" = "$linked" ] && echo t || echo f)|$(as_postgres stat -c %h "$STATE")"
 log "hardening: the reservation's temporary file"
-# A file as versions before 0.3.0 wrote it (not 512 bytes) is replaced through the temporary file.
-as_postgres sed -i 's/  *$//' "$STATE"
+# A file as versions before 0.3.0 wrote it (one document) is replaced through the temporary file.
+as_postgres cp "$FIX/state.v020" "$STATE"
 as_postgres rm -f "$DATA/snowflake_id.state.tmp"
 as_postgres ln -s "$FIX/victim" "$DATA/snowflake_id.state.tmp"
 echo untouched | as_postgres tee "$FIX/victim" >/dev/null
@@ -190,7 +192,7 @@ writes_before="$(q -c "SELECT writes FROM snowflake_id_reservation()")"
 # 1.5 s ahead, 2 s later: past the current reservation, so the file is written.
 sleep 2
 q -c "SELECT snowflake_id_advance(clock_timestamp() + interval '1.5 s') IS NOT NULL" >/dev/null
-check "a link in place of the temporary file is removed, not written through; the file is 0600, 512 bytes" "t|untouched|600 512" \
+check "a link in place of the temporary file is removed, not written through; the file is 0600, 1024 bytes" "t|untouched|600 1024" \
   "$(q -c "SELECT writes > $writes_before FROM snowflake_id_reservation()")|$(as_postgres cat "$FIX/victim")|$(as_postgres stat -c '%a %s' "$STATE")"
 
 log "hardening: a missing file, a clock before the epoch, a reservation far ahead"

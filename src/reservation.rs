@@ -172,29 +172,46 @@ pub fn replay(until: i64, written_at: i64) {
     }
 }
 
-/// Puts the reservation on disk. Every file since 0.3.0 has the same size
-/// ([`rules::FILE_BYTES`], one sector), so a renewal overwrites it in place and costs one
+/// Puts the reservation on disk. Every file since 0.3.0 has two fixed-size slots
+/// ([`rules::SLOT_BYTES`]), so a renewal overwrites the older slot in place and costs one
 /// fdatasync: the startup process replays one per WAL record, and a long archive is replayed at
-/// the disk's fdatasync rate (`make bench-replay`). Any other file (none yet, an older version's,
-/// not a regular file, or linked from elsewhere, as a hard-linked backup would be) is replaced
-/// through a new one. Plain Rust I/O: no PostgreSQL allocation and no ereport while the lock is
-/// held.
+/// the disk's fdatasync rate (`make bench-replay`). A write torn by a crash, or a base backup
+/// copying the file meanwhile, leaves the other slot whole. Any other file (none yet, an older
+/// version's, not a regular file, or linked from elsewhere, as a hard-linked backup would be) is
+/// replaced through a new one. Plain Rust I/O: no PostgreSQL allocation and no ereport while the
+/// lock is held.
 fn write_durably(r: &Reservation) -> io::Result<()> {
-    let bytes = r.to_bytes();
-    match overwrite_in_place(&bytes) {
-        Some(written) => written,
-        None => replace_file(&bytes),
+    match overwrite_in_place(r) {
+        Some(written) => {
+            written?;
+            // A rename whose directory fsync failed is not durable yet: an OS crash could bring
+            // the file before it back.
+            if shmem::dir_sync_owed() {
+                File::open(".")?.sync_all()?;
+                shmem::owe_dir_sync(false);
+            }
+            Ok(())
+        }
+        None => replace_file(&r.to_file()),
     }
 }
 
 /// `None` when the file is not one to overwrite.
-fn overwrite_in_place(bytes: &[u8]) -> Option<io::Result<()>> {
-    let f = OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(FILE_NAME).ok()?;
+fn overwrite_in_place(r: &Reservation) -> Option<io::Result<()>> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(FILE_NAME)
+        .ok()?;
     let m = f.metadata().ok()?;
-    if !m.is_file() || m.nlink() != 1 || m.len() != bytes.len() as u64 {
+    if !m.is_file() || m.nlink() != 1 || m.len() != rules::FILE_BYTES as u64 {
         return None;
     }
-    Some(f.write_all_at(bytes, 0).and_then(|()| f.sync_data()))
+    let mut bytes = [0u8; rules::FILE_BYTES];
+    f.read_exact_at(&mut bytes, 0).ok()?;
+    let (slot, sequence) = rules::next_slot(&bytes);
+    Some(f.write_all_at(&r.to_slot(sequence), (slot * rules::SLOT_BYTES) as u64).and_then(|()| f.sync_data()))
 }
 
 /// A new temporary file (never through a link, never over an existing file, readable by the
@@ -216,7 +233,9 @@ fn replace_file(bytes: &[u8]) -> io::Result<()> {
     f.sync_all()?;
     drop(f);
     fs::rename(&tmp, FILE_NAME)?;
-    File::open(".")?.sync_all()
+    let synced = File::open(".").and_then(|d| d.sync_all());
+    shmem::owe_dir_sync(synced.is_err());
+    synced
 }
 
 /// Makes sure an id starting at `word_unix_ms` may be issued, renewing the reservation if it is

@@ -11,6 +11,9 @@
 //!   reservation_written_at    AtomicI64
 //!   refusal                   AtomicU32     why every generator refuses (a reservation file it
 //!                                           cannot continue from), 0 when they may mint
+//!   dir_sync_owed             AtomicU32     1 after a new reservation file was renamed into place
+//!                                           but the directory's fsync failed: the next write
+//!                                           syncs the directory too (under the reservation lock)
 //!   space_generation          AtomicU64     bumped when any database's record of its id space changes
 //!   checked_next              AtomicU64     the next registry entry to replace when all are taken
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
@@ -52,7 +55,8 @@
 //!   whose CAS moved the word forward into a new tick (for a snowflake shard, once per tick).
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
-//!   disk (write, fsync, rename, fsync the directory) and stores it here afterwards, so no backend
+//!   disk (`crate::reservation`: in place with one fdatasync, or a new file and a rename) and
+//!   stores it here afterwards, so no backend
 //!   issues an id past a reservation that is not durable. Id paths read it with one atomic load
 //!   and take the lock only to renew it, about every 250 ms: conditionally (never waiting) while
 //!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
@@ -122,6 +126,7 @@ struct Header {
     reservation_writes: AtomicU64,
     reservation_written_at: AtomicI64,
     refusal: AtomicU32,
+    dir_sync_owed: AtomicU32,
     space_generation: AtomicU64,
     checked_next: AtomicU64,
     owned_minted_tick: AtomicU64,
@@ -356,6 +361,18 @@ pub fn shard_slots() -> Result<impl Iterator<Item = (u32, &'static Slot)>, NotPr
 #[inline]
 pub fn refusal() -> Option<Refusal> {
     segment().ok().and_then(|s| Refusal::from_code(s.header().refusal.load(Ordering::Acquire)))
+}
+
+/// Whether a renamed reservation file still owes the directory an fsync (see the layout).
+pub fn dir_sync_owed() -> bool {
+    segment().is_ok_and(|s| s.header().dir_sync_owed.load(Ordering::Acquire) != 0)
+}
+
+/// Records whether the directory's fsync is owed; the caller holds the reservation lock.
+pub fn owe_dir_sync(owed: bool) {
+    if let Ok(s) = segment() {
+        s.header().dir_sync_owed.store(u32::from(owed), Ordering::Release);
+    }
 }
 
 /// Raises every generator so that its next id lies at or after `until`, as if the clock had been

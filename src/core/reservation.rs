@@ -10,7 +10,8 @@
 //!
 //! The reservation runs [`RESERVE_AHEAD_MS`] ahead of the ids being issued and is renewed when
 //! ids come within [`REFRESH_MARGIN_MS`] of it, so under steady load the file is written about
-//! every quarter of a second, never once per id, and no WAL is involved.
+//! every quarter of a second, never once per id (and, on 15+, logged to the WAL after the file,
+//! see `crate::wal`).
 
 use serde::{Deserialize, Serialize};
 
@@ -24,11 +25,15 @@ pub const REFRESH_MARGIN_MS: i64 = 250;
 pub const FILE_NAME: &str = "snowflake_id.state";
 /// The current file format.
 pub const FORMAT: u32 = 1;
-/// The size of every file written since 0.3.0: the JSON padded with spaces to one 512-byte
-/// sector, the size PostgreSQL relies on being written whole for `pg_control`'s data. A renewal
-/// overwrites the file in place; a torn write could only leave invalid JSON, which a start
-/// refuses (fail closed) and a replayed reservation replaces.
-pub const FILE_BYTES: usize = 512;
+/// Every file written since 0.3.0 has two slots of this size, each a whole reservation: JSON with
+/// a sequence number and a checksum, padded with spaces (one sector, the size PostgreSQL relies on
+/// for `pg_control`'s data). A renewal overwrites the slot that does not hold the newest
+/// reservation, in place, and calls fdatasync once. A write torn by a crash, or a copy (a base
+/// backup) taken while a slot is written, leaves the other slot whole: the reservation before,
+/// below which every id issued until the torn write completed lies.
+pub const SLOT_BYTES: usize = 512;
+/// See [`SLOT_BYTES`].
+pub const FILE_BYTES: usize = 2 * SLOT_BYTES;
 /// The largest file a start reads (a reservation takes about 200 bytes): anything larger is
 /// damaged, and is not read into memory.
 pub const MAX_FILE_BYTES: u64 = 4096;
@@ -61,6 +66,27 @@ impl Refusal {
     }
 }
 
+/// Both slots of a file of [`FILE_BYTES`], each a reservation and its sequence number, or why not.
+fn slots(bytes: &[u8]) -> [Result<(Reservation, u64), String>; 2] {
+    let (a, b) = bytes.split_at(SLOT_BYTES);
+    [Reservation::from_document(a, true), Reservation::from_document(b, true)]
+}
+
+/// The slot holding the highest sequence number, if either is whole.
+fn newest(slots: &[Result<(Reservation, u64), String>; 2]) -> Option<usize> {
+    (0..2).filter(|&i| slots[i].is_ok()).max_by_key(|&i| slots[i].as_ref().map_or(0, |(_, seq)| *seq))
+}
+
+/// Where the next write into a file of [`FILE_BYTES`] goes: the slot that does not hold the newest
+/// reservation (a torn one, if either is), and the sequence number to give it.
+pub fn next_slot(bytes: &[u8]) -> (usize, u64) {
+    let slots = slots(bytes);
+    match newest(&slots) {
+        Some(i) => (1 - i, slots[i].as_ref().map_or(0, |(_, seq)| *seq).saturating_add(1)),
+        None => (0, 1),
+    }
+}
+
 /// What a start makes of the file's bytes: the reservation to continue from, or why not.
 ///
 /// # Errors
@@ -77,11 +103,14 @@ pub fn judge(bytes: &[u8], layout: &Layout) -> Result<Reservation, (Refusal, Str
     Ok(r)
 }
 
-/// The file: a reservation and, since 0.3.0, its checksum.
+/// One document of the file: a reservation and, in a slot since 0.3.0, its sequence number and
+/// checksum.
 #[derive(Serialize, Deserialize)]
 struct OnDisk {
     #[serde(flatten)]
     reservation: Reservation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sequence: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checksum: Option<String>,
 }
@@ -110,37 +139,63 @@ impl Reservation {
         }
     }
 
-    /// Exactly [`FILE_BYTES`]: the JSON with its checksum, spaces, and a newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let on_disk = OnDisk { reservation: self.clone(), checksum: Some(self.checksum()) };
+    /// A new file: both slots hold this reservation (sequence numbers 1 and 0).
+    pub fn to_file(&self) -> Vec<u8> {
+        [self.to_slot(1), self.to_slot(0)].concat()
+    }
+
+    /// One slot, exactly [`SLOT_BYTES`]: the JSON, spaces, and a newline.
+    pub fn to_slot(&self, sequence: u64) -> Vec<u8> {
+        let on_disk =
+            OnDisk { reservation: self.clone(), sequence: Some(sequence), checksum: Some(self.checksum(sequence)) };
         let mut v = serde_json::to_vec_pretty(&on_disk).expect("a plain struct always serialises");
-        assert!(v.len() < FILE_BYTES, "a reservation takes about 200 bytes");
-        v.resize(FILE_BYTES - 1, b' ');
+        assert!(v.len() < SLOT_BYTES, "a reservation takes about 250 bytes");
+        v.resize(SLOT_BYTES - 1, b' ');
         v.push(b'\n');
         v
     }
 
+    /// The file's reservation: the newest whole slot of a file of [`FILE_BYTES`], or the one
+    /// document of a file written before 0.3.0.
+    ///
     /// # Errors
-    /// A message when the bytes are not a reservation this version understands.
+    /// A message when the bytes hold no reservation this version understands.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let OnDisk { reservation: r, checksum } =
+        if bytes.len() != FILE_BYTES {
+            return Self::from_document(bytes, false).map(|(r, _)| r);
+        }
+        let slots = slots(bytes);
+        match newest(&slots) {
+            Some(i) => slots[i].clone().map(|(r, _)| r),
+            None => Err(slots[0].clone().unwrap_err()),
+        }
+    }
+
+    /// One JSON document; a slot's must carry its sequence number and checksum.
+    fn from_document(bytes: &[u8], slot: bool) -> Result<(Self, u64), String> {
+        let OnDisk { reservation: r, sequence, checksum } =
             serde_json::from_slice(bytes).map_err(|e| format!("it is not valid: {e}"))?;
         if r.format != FORMAT {
             return Err(format!("it has format {}, and this version reads format {FORMAT}", r.format));
         }
-        // Files written before 0.3.0 have none, and were never overwritten in place.
-        if checksum.is_some_and(|c| c != r.checksum()) {
-            return Err("its checksum does not match its contents: a write was torn".to_owned());
+        match (sequence, checksum) {
+            (Some(_), _) if !slot => Err(format!("it is cut short ({} bytes)", bytes.len())),
+            (Some(seq), Some(sum)) if sum == r.checksum(seq) => Ok((r, seq)),
+            (Some(_), Some(_)) => Err("its checksum does not match its contents: a write was torn".to_owned()),
+            // Files written before 0.3.0: one document, never overwritten in place.
+            (None, None) if !slot => Ok((r, 0)),
+            _ => Err("it lacks a sequence number or a checksum".to_owned()),
         }
-        Ok(r)
     }
 
-    /// FNV-1a over the compact JSON of the fields, in hex. Not a defence against anyone who can
-    /// write the file: it tells a write torn by a crash (the start of a new file over the end of
-    /// the old one, which can parse as a lower reservation) from a whole one.
-    fn checksum(&self) -> String {
-        let json = serde_json::to_vec(self).expect("a plain struct always serialises");
-        let hash = json.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    /// FNV-1a over the compact JSON of the fields and the sequence number, in hex. Not a defence
+    /// against anyone who can write the file: it tells a slot torn by a crash (the start of a new
+    /// slot over the end of the old one, which can parse as a lower reservation) from a whole one.
+    fn checksum(&self, sequence: u64) -> String {
+        let mut bytes = serde_json::to_vec(self).expect("a plain struct always serialises");
+        bytes.extend_from_slice(sequence.to_string().as_bytes());
+        let hash =
+            bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         format!("{hash:016x}")
     }
 
@@ -184,7 +239,7 @@ mod tests {
     #[test]
     fn round_trips_through_json() {
         let r = Reservation::new(&Layout::DEFAULT, 1_800_000_000_500, 1_800_000_000_000);
-        let text = String::from_utf8(r.to_bytes()).unwrap();
+        let text = String::from_utf8(r.to_file()).unwrap();
         assert!(text.contains("\"reserved_until_unix_ms\": 1800000000500"), "{text}");
         assert!(text.contains("\"layout\": \"41/13/9\""), "{text}");
         assert_eq!(Reservation::from_bytes(text.as_bytes()), Ok(r));
@@ -196,36 +251,65 @@ mod tests {
         widest.layout = "63/63/63".to_owned();
         widest.epoch_unix_ms = i64::MIN;
         for r in [Reservation::new(&Layout::DEFAULT, 0, 0), widest] {
-            assert_eq!(r.to_bytes().len(), FILE_BYTES);
-            assert_eq!(Reservation::from_bytes(&r.to_bytes()), Ok(r));
+            assert_eq!(r.to_slot(u64::MAX).len(), SLOT_BYTES);
+            assert_eq!(r.to_file().len(), FILE_BYTES);
+            assert_eq!(Reservation::from_bytes(&r.to_file()), Ok(r));
         }
     }
 
-    /// A write torn anywhere (the new file's start, the old one's end) leaves either a file a
-    /// start refuses or a reservation no lower than the old one, including when the number of
-    /// digits changes.
+    /// Renewals alternate between the slots, and a start reads the newest.
     #[test]
-    fn a_torn_overwrite_never_lowers_the_reservation() {
+    fn renewals_alternate_between_the_slots() {
+        let at = |ms| Reservation::new(&Layout::DEFAULT, ms, ms - 500);
+        let mut file = at(1_000).to_file();
+        for (n, ms) in (2_000..2_010).enumerate() {
+            let (slot, seq) = next_slot(&file);
+            assert_eq!((slot, seq), ((n + 1) % 2, n as u64 + 2));
+            file[slot * SLOT_BYTES..][..SLOT_BYTES].copy_from_slice(&at(ms).to_slot(seq));
+            assert_eq!(Reservation::from_bytes(&file), Ok(at(ms)));
+        }
+        // A file from before 0.3.0 (one document, no checksum) is still read.
+        let old = serde_json::to_vec_pretty(&at(3_000)).unwrap();
+        assert_eq!(Reservation::from_bytes(&old), Ok(at(3_000)));
+    }
+
+    /// A slot torn anywhere (the new slot's start over the old one's end, by a crash or a copy
+    /// taken while it is written) leaves the other slot whole: the file reads as the reservation
+    /// before, never lower, including when the number of digits changes.
+    #[test]
+    fn a_torn_slot_leaves_the_reservation_before() {
         // Without the checksum, a tear where the number of digits changes reads as a lower one.
         let mut lower_unchecked = 0;
-        for (old, new) in [(1_800_000_000_500, 1_800_000_001_100), (9_999_999_999_700, 10_000_000_000_300)] {
-            let (old, new) = (
-                Reservation::new(&Layout::DEFAULT, old, old - 500).to_bytes(),
-                Reservation::new(&Layout::DEFAULT, new, new - 500).to_bytes(),
-            );
-            for k in 0..=FILE_BYTES {
-                let torn = [&new[..k], &old[k..]].concat();
-                if let Ok(r) = judge(&torn, &Layout::DEFAULT) {
-                    assert!(r.reserved_until_unix_ms >= old_until(&old), "torn at {k}: {r:?}");
+        for (before, old, new) in [
+            (1_800_000_000_000, 1_800_000_000_500, 1_800_000_001_100),
+            (9_999_999_999_000, 9_999_999_999_700, 10_000_000_000_300),
+        ] {
+            let at = |ms| Reservation::new(&Layout::DEFAULT, ms, ms - 500);
+            // Slot 0 holds `before` (sequence 2), slot 1 `old` (3); `new` goes into slot 0.
+            let mut file = [at(before).to_slot(2), at(old).to_slot(3)].concat();
+            assert_eq!(next_slot(&file), (0, 4));
+            let slot = at(new).to_slot(4);
+            // Sectors of a torn write may reach the disk in any order: the new slot's start over
+            // the old one's end, or its end over the old one's start.
+            for (k, tail) in (0..=SLOT_BYTES).flat_map(|k| [(k, false), (k, true)]) {
+                if tail {
+                    file[k..SLOT_BYTES].copy_from_slice(&slot[k..]);
+                } else {
+                    file[..k].copy_from_slice(&slot[..k]);
                 }
+                let r = judge(&file, &Layout::DEFAULT).expect("one slot is always whole");
+                // The old one, or the new one once its checksum says it reads whole.
+                assert!([old, new].contains(&r.reserved_until_unix_ms), "torn at {k}: {r:?}");
+                if (!tail && k < SLOT_BYTES / 4) || (tail && k > SLOT_BYTES / 2) {
+                    assert_eq!(r.reserved_until_unix_ms, old, "torn at {k}");
+                }
+                let torn = [&slot[..k], &at(before).to_slot(2)[k..]].concat();
                 let unchecked = serde_json::from_slice::<Reservation>(&torn).ok();
-                lower_unchecked += usize::from(unchecked.is_some_and(|r| r.reserved_until_unix_ms < old_until(&old)));
+                lower_unchecked += usize::from(unchecked.is_some_and(|r| r.reserved_until_unix_ms < before));
+                file[..SLOT_BYTES].copy_from_slice(&at(before).to_slot(2));
             }
         }
         assert!(lower_unchecked > 0);
-        fn old_until(bytes: &[u8]) -> i64 {
-            Reservation::from_bytes(bytes).unwrap().reserved_until_unix_ms
-        }
     }
 
     #[test]
@@ -234,7 +318,12 @@ mod tests {
         assert!(Reservation::from_bytes(b"{\"format\": 1}").is_err());
         let mut r = Reservation::new(&Layout::DEFAULT, 1, 1);
         r.format = 2;
-        assert!(Reservation::from_bytes(&r.to_bytes()).unwrap_err().contains("format 2"));
+        assert!(Reservation::from_bytes(&r.to_file()).unwrap_err().contains("format 2"));
+        // Both slots torn or damaged: refused.
+        let mut file = Reservation::new(&Layout::DEFAULT, 1, 1).to_file();
+        file[10] = b'9';
+        file[SLOT_BYTES + 10] = b'9';
+        assert!(Reservation::from_bytes(&file).is_err());
     }
 
     #[test]
@@ -250,15 +339,15 @@ mod tests {
     #[test]
     fn a_start_judges_the_file_by_kind() {
         let ok = Reservation::new(&Layout::DEFAULT, 1_800_000_000_500, 1_800_000_000_000);
-        assert_eq!(judge(&ok.to_bytes(), &Layout::DEFAULT), Ok(ok.clone()));
-        let bytes = ok.to_bytes();
+        assert_eq!(judge(&ok.to_file(), &Layout::DEFAULT), Ok(ok.clone()));
+        let bytes = ok.to_file();
         for damaged in [&b""[..], &bytes[..bytes.trim_ascii_end().len() / 2], &b"\0\0\0\0"[..], &[b' '; 5000][..]] {
             assert_eq!(judge(damaged, &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
         }
         let twitter = Layout::new(Widths::TWITTER, DEFAULT_EPOCH_UNIX_MS).unwrap();
         assert_eq!(judge(&bytes, &twitter).unwrap_err().0, Refusal::OtherLayout);
         let before_1970 = Reservation::new(&Layout::DEFAULT, i64::MIN, 1);
-        assert_eq!(judge(&before_1970.to_bytes(), &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
+        assert_eq!(judge(&before_1970.to_file(), &Layout::DEFAULT).unwrap_err().0, Refusal::Damaged);
         for r in [Refusal::Unreadable, Refusal::Damaged, Refusal::OtherLayout] {
             assert_eq!(Refusal::from_code(r as u32), Some(r));
         }
