@@ -13,7 +13,7 @@ GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 -- Only superusers (and pg_read_all_data) read the record: a role that holds a lock on it, with
 -- a stronger request queued behind (CREATE RULE asks before it checks ownership), would delay the
 -- first id of every new session. The generators read it with the extension's own access.
-REVOKE SELECT ON snowflake_id_space FROM PUBLIC;
+REVOKE ALL ON snowflake_id_space FROM PUBLIC;
 
 -- The floor of the ids minted in the database, carried by dumps and pg_upgrade; it replaces the
 -- scan of every generator column's index at the first mint. Existing rows start from 'infinity'

@@ -6,7 +6,8 @@ SET datestyle = 'ISO, YMD';
 \set VERBOSITY default
 
 -- CREATE EXTENSION recorded the server's layout and epoch, and that nothing was minted yet;
--- pg_dump dumps the table's rows.
+-- pg_dump dumps the table's rows. Only superusers read or write it (a role that could lock it
+-- could hold up every session's first id).
 SELECT layout, epoch, minted_before FROM snowflake_id_space;
 SELECT extconfig::regclass[] AS config_tables, extcondition FROM pg_extension WHERE extname = 'snowflake_id';
 SELECT has_table_privilege('public', 'snowflake_id_space', 'SELECT') AS public_reads,
