@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: demo test bench bench-replay package test-package fmt
+.PHONY: demo test bench bench-replay chaos package test-package fmt
 
 demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
 	bash scripts/demo.sh
@@ -13,6 +13,9 @@ bench:  ## benchmark the generators against nextval, gen_random_uuid() and the p
 
 bench-replay: ## how long a server takes to replay a long archive of reservation records
 	bash scripts/bench-replay.sh
+
+chaos:  ## a Jepsen-style fault run over a replicated fleet (MODE, SEED, DURATION, SABOTAGE)
+	bash scripts/chaos.sh
 
 package: ## Debian packages postgresql-NN-snowflake-id for PostgreSQL 14-18 (PG_VERSIONS to choose)
 	bash scripts/package.sh

@@ -28,6 +28,9 @@ pub enum Found {
 /// the postmaster, where an error would stop the whole server. At most [`MAX_FILE_BYTES`] are
 /// read, whatever the file's size.
 pub fn load(layout: &Layout) -> Found {
+    if cfg!(feature = "sabotage-no-reservation") {
+        return Found::Nothing;
+    }
     // Never through a link, and never blocking the postmaster on something that is not a file.
     let opened = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(FILE_NAME);
     let file = match opened {
@@ -147,6 +150,9 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 /// from its last restartpoint, before this record, and writes the file then.
 #[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
 pub fn replay(until: i64, written_at: i64) {
+    if cfg!(any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")) {
+        return;
+    }
     let Some(lock) = ReservationLock::acquire(true) else { return };
     let refused = shmem::refusal();
     if refused == Some(Refusal::OtherLayout) || (refused.is_none() && until <= shmem::reserved_until()) {

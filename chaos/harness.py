@@ -1,0 +1,417 @@
+#!/usr/bin/python3
+"""`make chaos`: a Jepsen-style run of snowflake_id under combined faults.
+
+Three lineages (primaries owning disjoint shard sets), each with a streaming standby, all under
+libfaketime with a time file per server. Clients insert through every primary and write each
+acknowledged id to acked/; a seeded nemesis kills, restarts, fails over, steps clocks, pauses and
+migrates by dump and restore; at the end the final contents of every lineage are written to
+final/. The verdict is chaos/check.py's, which shares no code with this file.
+
+Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
+
+    harness.py --work DIR --bin PG_BIN --seed N --duration S --mode sync|async
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import psycopg2
+import psycopg2.extensions
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+# Each lineage owns a disjoint shard set, which a promoted standby or a restored server keeps.
+LINEAGES = {"a": "1-3", "b": "4-6", "c": "7-9"}
+BASE_PORT = 5600
+DB = "chaos"
+
+
+def now_ns():
+    return time.time_ns()
+
+
+class Server:
+    """One PostgreSQL server under libfaketime; its clock is `offset` seconds off the real one."""
+
+    counter = 0
+
+    def __init__(self, h, lineage):
+        Server.counter += 1
+        self.h, self.lineage = h, lineage
+        self.name = f"{lineage}{Server.counter}"
+        self.port = BASE_PORT + Server.counter
+        self.dir = os.path.join(h.work, "servers", self.name)
+        self.data = os.path.join(self.dir, "data")
+        self.timefile = os.path.join(self.dir, "faketime")
+        self.log = os.path.join(self.dir, "server.log")
+        self.offset = 0.0
+        self.proc = None
+        self.paused = False
+        os.makedirs(self.dir, exist_ok=True)
+        self.set_offset(0.0)
+
+    def set_offset(self, offset):
+        self.offset = offset
+        tmp = self.timefile + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{offset:+.3f}\n")
+        os.rename(tmp, self.timefile)
+
+    def conf(self, extra=""):
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(
+                f"port = {self.port}\nlisten_addresses = ''\nunix_socket_directories = '{self.dir}'\n"
+                f"shared_preload_libraries = 'snowflake_id'\nsnowflake_id.shards = '{LINEAGES[self.lineage]}'\n"
+                "snowflake_id.max_rewind_wait = '3s'\nfsync = on\nsynchronous_commit = on\n"
+                "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\nwal_keep_size = '256MB'\n"
+                "max_connections = 30\nshared_buffers = '32MB'\ncheckpoint_timeout = '30s'\n"
+                # A standby reconnects within 200 ms: the stalls measured are the ids', not the
+                # default 5 s between a walreceiver's attempts.
+                "wal_retrieve_retry_interval = '200ms'\n"
+                f"cluster_name = '{self.name}'\nlog_line_prefix = '%m [%p] '\n" + extra
+            )
+
+    def start(self):
+        env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=self.timefile,
+                   FAKETIME_NO_CACHE="1", DONT_FAKE_MONOTONIC="1")
+        env.pop("FAKETIME", None)
+        logf = open(self.log, "a")
+        self.proc = subprocess.Popen([os.path.join(self.h.bin, "postgres"), "-D", self.data], env=env,
+                                     stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.paused = False
+        started = time.time()
+        deadline = started + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited at start; see {self.log}")
+            try:
+                psycopg2.connect(self.dsn("postgres"), connect_timeout=2).close()
+                self.h.start_s = time.time() - started
+                return
+            except psycopg2.OperationalError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not start; see {self.log}")
+
+    def dsn(self, db=DB):
+        return f"host={self.dir} port={self.port} dbname={db} user=postgres"
+
+    def pids(self):
+        """The postmaster and its children."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return [self.proc.pid] + [int(k) for k in kids]
+
+    def kill9(self):
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc is not None:
+            self.proc.wait()
+        # Children that outlived the postmaster exit on its death; wait for the shared memory.
+        for _ in range(200):
+            if subprocess.run(["pgrep", "-f", f"postgres: {self.name}: "], capture_output=True).returncode != 0:
+                break
+            time.sleep(0.05)
+        self.paused = False
+
+    def pg_ctl(self, *args):
+        subprocess.run([os.path.join(self.h.bin, "pg_ctl"), "-D", self.data, "-w", "-t", "120", *args],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop_immediate(self):
+        self.pg_ctl("-m", "immediate", "stop")
+        self.proc.wait()
+
+    def signal_all(self, sig):
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def sql(self, query, db=DB):
+        c = psycopg2.connect(self.dsn(db), connect_timeout=5)
+        c.autocommit = True
+        try:
+            with c.cursor() as cur:
+                cur.execute(query)
+                return cur.fetchall() if cur.description else None
+        finally:
+            c.close()
+
+
+class Lineage:
+    def __init__(self, name):
+        self.name = name
+        self.primary = None
+        self.standby = None
+        self.lock = threading.Lock()
+        self.paused_clients = threading.Event()  # set while a migration moves the lineage
+
+
+class Harness:
+    def __init__(self, args):
+        self.args = args
+        self.work, self.bin, self.mode = args.work, args.bin, args.mode
+        self.rng = random.Random(args.seed)
+        self.stop = threading.Event()
+        self.lineages = {n: Lineage(n) for n in LINEAGES}
+        self.faults = open(os.path.join(self.work, "faults.jsonl"), "a")
+        self.retired = []
+        # How long the last start and promotion took: a clock step back meant to leave a server
+        # behind its last ids must outlast the outage.
+        self.start_s, self.promote_s, self.migrate_s = 1.0, 1.0, 3.0
+
+    # --- topology ---------------------------------------------------------------------------
+    def initdb(self, server):
+        subprocess.run([os.path.join(self.bin, "initdb"), "-D", server.data, "-U", "postgres", "--auth=trust",
+                        "-E", "UTF8", "--locale=C"], check=True, stdout=subprocess.DEVNULL)
+        server.conf()
+
+    def make_standby(self, lineage):
+        primary = lineage.primary
+        standby = Server(self, lineage.name)
+        subprocess.run([os.path.join(self.bin, "pg_basebackup"), "-h", primary.dir, "-p", str(primary.port), "-U",
+                        "postgres", "-D", standby.data, "-R", "-X", "stream", "-c", "fast",
+                        f"--dbname=application_name={standby.name}"], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(standby.data, "postgresql.conf"), "a") as f:
+            f.write(f"port = {standby.port}\nunix_socket_directories = '{standby.dir}'\ncluster_name = '{standby.name}'\n")
+        standby.set_offset(primary.offset)
+        standby.start()
+        lineage.standby = standby
+        # Synchronous from the moment the primary has a standby (a promoted standby keeps the
+        # setting, and its commits wait until its own standby is rebuilt).
+        if self.mode == "sync":
+            for server in (primary, standby):
+                server.sql("ALTER SYSTEM SET synchronous_standby_names = '*'", db="postgres")
+                server.sql("SELECT pg_reload_conf()", db="postgres")
+
+    def setup(self):
+        for name, lineage in self.lineages.items():
+            primary = Server(self, name)
+            self.initdb(primary)
+            primary.start()
+            primary.sql(f"CREATE DATABASE {DB}", db="postgres")
+            primary.sql("CREATE EXTENSION snowflake_id;"
+                        "CREATE TABLE sf (id bigint NOT NULL DEFAULT snowflake_next(), sent timestamptz);"
+                        "CREATE TABLE uu (id uuid NOT NULL DEFAULT uuidv7_next(), sent timestamptz);")
+            lineage.primary = primary
+            self.make_standby(lineage)
+
+    # --- clients ----------------------------------------------------------------------------
+    def client(self, lineage, kind, index):
+        table = "sf" if kind == "snowflake" else "uu"
+        acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1 << 16)
+        errors = open(os.path.join(self.work, "errors", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
+        conn, conn_server = None, None
+        while not self.stop.is_set():
+            if lineage.paused_clients.is_set():
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                time.sleep(0.05)
+                continue
+            try:
+                with lineage.lock:
+                    server = lineage.primary
+                if conn is None or conn_server is not server:
+                    if conn is not None:
+                        conn.close()
+                    conn = psycopg2.connect(server.dsn(), connect_timeout=3)
+                    conn.autocommit = True
+                    conn_server = server
+                    # No statement_timeout: a cancelled wait for the synchronous standby returns
+                    # success for a commit the standby may not have, which is no acknowledgement.
+                sent = now_ns()
+                with conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {table} (sent) VALUES (now()) RETURNING id")
+                    value = cur.fetchone()[0]
+                done = now_ns()
+                acked.write(f"{sent} {done} {lineage.name} {kind} {value}\n")
+            except psycopg2.Error as e:
+                lost = isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError)) or "server closed" in str(e)
+                code = e.pgcode or ("connection" if lost else "client")
+                errors.write(f"{now_ns()} {code} {str(e).strip().splitlines()[0] if str(e).strip() else ''}\n")
+                try:
+                    if conn is not None:
+                        conn.close()
+                except psycopg2.Error:
+                    pass
+                conn = None
+                time.sleep(0.05)
+        acked.close()
+        errors.close()
+
+    # --- nemesis ----------------------------------------------------------------------------
+    def log_fault(self, kind, lineage, server, at_ns=None, **detail):
+        """A fault, at the moment it took effect (a kill once the server is gone)."""
+        self.faults.write(json.dumps({"at_ns": at_ns or now_ns(), "kind": kind, "lineage": lineage,
+                                      "server": server, **detail}) + "\n")
+        self.faults.flush()
+
+    def step_back(self, max_s=2.0):
+        return round(self.rng.uniform(0.001, max_s), 3)
+
+    def behind_last_ids(self, outage_s):
+        """A step back that leaves a restarted or promoted server's clock up to 2 s behind the
+        last ids of its lineage when it mints again: the outage (as long as the last one took)
+        plus up to 2 s. Without it, the time a restart takes hides the step."""
+        return round(outage_s + self.step_back(), 3)
+
+    def fault(self, kind, lineage):
+        p, s = lineage.primary, lineage.standby
+        if kind == "kill9":
+            back = self.behind_last_ids(self.start_s) if self.rng.random() < 0.5 else 0.0
+            p.kill9()
+            self.log_fault(kind, lineage.name, p.name, clock_back_s=back)
+            p.set_offset(p.offset - back)
+            p.start()
+        elif kind == "immediate":
+            p.stop_immediate()
+            self.log_fault(kind, lineage.name, p.name)
+            p.start()
+        elif kind == "failover":
+            back = self.behind_last_ids(self.promote_s) if self.rng.random() < 0.5 else 0.0
+            s.set_offset(s.offset - back)
+            # How far the standby was behind as the primary died: the window in which an
+            # acknowledged commit can be lost with asynchronous replication.
+            try:
+                lag = p.sql("SELECT extract(epoch FROM max(replay_lag)) * 1000 FROM pg_stat_replication", db="postgres")[0][0]
+            except psycopg2.Error:
+                lag = None
+            p.kill9()
+            self.log_fault(kind, lineage.name, p.name, promoted=s.name, standby_clock_back_s=back,
+                           replay_lag_ms=float(lag) if lag is not None else None)
+            promoting = time.time()
+            s.pg_ctl("promote")
+            self.promote_s = time.time() - promoting
+            with lineage.lock:
+                lineage.primary, lineage.standby = s, None
+            # The old primary is rebuilt as the new one's standby, as an operator would.
+            shutil.rmtree(p.dir, ignore_errors=True)
+            self.make_standby(lineage)
+        elif kind == "clock":
+            target = self.rng.choice([p, s])
+            step = round(self.rng.uniform(0.001, 2.0), 3) * self.rng.choice([-1, 1])
+            self.log_fault(kind, lineage.name, target.name, step_s=step)
+            target.set_offset(target.offset + step)
+        elif kind == "pause":
+            target = self.rng.choice([p, s])
+            seconds = round(self.rng.uniform(1, 5), 1)
+            self.log_fault(kind, lineage.name, target.name, seconds=seconds)
+            target.signal_all(signal.SIGSTOP)
+            time.sleep(seconds)
+            target.signal_all(signal.SIGCONT)
+        elif kind == "restore":
+            self.migrate(lineage)
+
+    def migrate(self, lineage):
+        """Dump the lineage's database and restore it into a fresh server whose clock is behind;
+        retire the old primary and standby, as an operator would."""
+        old_p, old_s = lineage.primary, lineage.standby
+        back = self.behind_last_ids(self.migrate_s)
+        migrating = time.time()
+        lineage.paused_clients.set()
+        time.sleep(0.3)  # the clients finish their statement and disconnect
+        self.log_fault("restore", lineage.name, old_p.name, clock_back_s=back)
+        dump = os.path.join(self.work, f"dump-{old_p.name}")
+        subprocess.run([os.path.join(self.bin, "pg_dump"), "-Fc", "-f", dump, old_p.dsn()], check=True)
+        new = Server(self, lineage.name)
+        self.initdb(new)
+        new.set_offset(old_p.offset - back)
+        new.start()
+        new.sql(f"CREATE DATABASE {DB}", db="postgres")
+        subprocess.run([os.path.join(self.bin, "pg_restore"), "-d", new.dsn(), "--exit-on-error", dump], check=True)
+        with lineage.lock:
+            lineage.primary, lineage.standby = new, None
+        for old in (old_p, old_s):
+            old.kill9()
+            shutil.rmtree(old.data, ignore_errors=True)  # retired: its log stays
+            self.retired.append(old)
+        # A standby for the new primary; with synchronous replication commits wait for it.
+        self.make_standby(lineage)
+        self.migrate_s = time.time() - migrating
+        lineage.paused_clients.clear()
+
+    def nemesis(self):
+        kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1)]
+        if self.args.sabotage == "no-reservation":
+            kinds = [("kill9", 6), ("immediate", 2), ("clock", 2)]
+        elif self.args.sabotage == "no-replay":
+            kinds = [("failover", 6), ("clock", 2)]
+        population = [k for k, w in kinds for _ in range(w)]
+        end = time.time() + self.args.duration
+        while time.time() < end and not self.stop.is_set():
+            time.sleep(self.rng.uniform(1.0, 3.0))
+            kind = self.rng.choice(population)
+            lineage = self.lineages[self.rng.choice(sorted(self.lineages))]
+            try:
+                self.fault(kind, lineage)
+            except Exception as e:  # a fault that could not be applied is a harness error: stop
+                self.log_fault("harness-error", lineage.name, "", error=repr(e))
+                raise
+
+    # --- the end ----------------------------------------------------------------------------
+    def heal_and_collect(self):
+        for lineage in self.lineages.values():
+            for server in (lineage.primary, lineage.standby):
+                if server is not None:
+                    server.signal_all(signal.SIGCONT)
+        os.makedirs(os.path.join(self.work, "final"), exist_ok=True)
+        for lineage in self.lineages.values():
+            p = lineage.primary
+            for table, kind in (("sf", "snowflake"), ("uu", "uuidv7")):
+                rows = p.sql(f"SELECT id::text FROM {table}")
+                with open(os.path.join(self.work, "final", f"{lineage.name}-{kind}.txt"), "w") as f:
+                    f.writelines(f"{r[0]}\n" for r in rows)
+        servers = [s for l in self.lineages.values() for s in (l.primary, l.standby) if s is not None]
+        with open(os.path.join(self.work, "topology.json"), "w") as f:
+            json.dump({"mode": self.mode, "seed": self.args.seed, "duration_s": self.args.duration,
+                       "sabotage": self.args.sabotage, "lineages": LINEAGES, "layout": "41/13/9",
+                       "final_primaries": {n: l.primary.name for n, l in self.lineages.items()}}, f)
+        for s in servers + self.retired:
+            if s.proc is not None and s.proc.poll() is None:
+                s.kill9()
+
+    def run(self):
+        for d in ("acked", "errors", "servers"):
+            os.makedirs(os.path.join(self.work, d), exist_ok=True)
+        self.setup()
+        clients = [threading.Thread(target=self.client, args=(l, k, i), daemon=True)
+                   for l in self.lineages.values() for k in ("snowflake", "uuidv7") for i in range(2)]
+        for t in clients:
+            t.start()
+        time.sleep(1)
+        try:
+            self.nemesis()
+        finally:
+            time.sleep(3)  # the last fault heals; clients acknowledge again
+            self.stop.set()
+            for t in clients:
+                t.join(timeout=30)
+            self.heal_and_collect()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--duration", type=float, default=120)
+    ap.add_argument("--mode", choices=("sync", "async"), default="sync")
+    ap.add_argument("--sabotage", default="")
+    Harness(ap.parse_args()).run()
+
+
+if __name__ == "__main__":
+    main()

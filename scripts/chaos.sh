@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `make chaos`: a Jepsen-style fault run over a replicated fleet with an independent checker
+# (chaos/harness.py runs it, chaos/check.py judges it). See docs/reliability.md.
+#
+#   make chaos                                  # MODE=sync SEED=1 DURATION=120
+#   MODE=async SEED=7 DURATION=3600 make chaos  # the long run of docs/reliability.md
+#   SABOTAGE=no-reservation make chaos          # a broken build: must exit non-zero
+#   SABOTAGE=no-replay make chaos               # broken only where a standby is promoted
+#
+# Writes target/chaos/report.json and report.md, and copies the acknowledged ids (acked/), the
+# clients' errors, the fault log and every server's log under target/chaos/. Exits 0 only when
+# the run holds. PostgreSQL 15 (PG= for another major, 15 or later: failover needs the WAL
+# records of 15+).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+V="${PG:-15}" MODE="${MODE:-sync}" SEED="${SEED:-1}" DURATION="${DURATION:-120}" SABOTAGE="${SABOTAGE:-}"
+[ "$V" -ge 15 ] || die "make chaos needs PostgreSQL 15 or later"
+case "$MODE" in sync | async) ;; *) die "MODE is sync or async" ;; esac
+case "$SABOTAGE" in "" | no-reservation | no-replay) ;; *) die "SABOTAGE is no-reservation or no-replay" ;; esac
+PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
+for need in faketime python3-psycopg2; do
+  dpkg -s "$need" >/dev/null 2>&1 || { log "installing $need"; $SUDO apt-get install -y -qq "$need" >/dev/null; }
+done
+
+work="$SNOWFLAKE_RUN_DIR/chaos"
+$SUDO rm -rf "$work" && $SUDO install -d -o postgres -g postgres -m 0755 "$work"
+if [ -z "$SABOTAGE" ]; then
+  install_extension "$V"
+  bin="$(pg_bin "$V")"
+else
+  # The sabotaged library goes into a copy of the server's tree (the wheel's trees are
+  # relocatable), never into the one the tests use. Built against the same pg_config as the tests'
+  # build, so that only this crate compiles again.
+  install_extension "$V"
+  tree="$SNOWFLAKE_RUN_DIR/chaos-pg$V-$SABOTAGE"
+  log "building the sabotaged snowflake_id ($SABOTAGE) into $tree"
+  $SUDO rm -rf "$tree" && $SUDO cp -a "$(pg_prefix "$V")" "$tree"
+  (cd "$REPO_ROOT" && PGRX_PG_CONFIG_PATH="$(pg_bin "$V")/pg_config" cargo build --quiet --lib \
+    --no-default-features --features "pg$V sabotage-$SABOTAGE") || die "the sabotaged build failed"
+  $SUDO install -m 0755 "$REPO_ROOT/target/debug/libsnowflake_id.so" "$tree/lib/snowflake_id.so"
+  bin="$tree/bin"
+fi
+
+log "chaos: MODE=$MODE SEED=$SEED DURATION=${DURATION}s${SABOTAGE:+ SABOTAGE=$SABOTAGE}"
+harness_rc=0
+as_postgres /usr/bin/python3 "$REPO_ROOT/chaos/harness.py" --work "$work" --bin "$bin" --seed "$SEED" \
+  --duration "$DURATION" --mode "$MODE" --sabotage "$SABOTAGE" || harness_rc=$?
+out="$REPO_ROOT/target/chaos"
+rm -rf "$out" && mkdir -p "$out/logs"
+cp -r "$work/acked" "$work/errors" "$out/"
+cp "$work/faults.jsonl" "$out/" 2>/dev/null || true
+for s in "$work"/servers/*/; do cp "$s/server.log" "$out/logs/$(basename "$s").log" 2>/dev/null || true; done
+[ "$harness_rc" -eq 0 ] || die "the harness failed (exit $harness_rc); see $out/logs and $out/faults.jsonl"
+cp "$work/topology.json" "$out/"
+cp -r "$work/final" "$out/"
+check_rc=0
+/usr/bin/python3 "$REPO_ROOT/chaos/check.py" "$out" "$out" || check_rc=$?
+[ -n "$SABOTAGE" ] && $SUDO rm -rf "$tree"
+exit "$check_rc"
