@@ -118,22 +118,30 @@ impl Clock for WallClock {
     /// express, is a plain sleep. The caller measures what really passed and decides again.
     fn sleep_ns(&mut self, ns: u64) {
         let ms = ns / NS_PER_MS as u64;
-        // SAFETY: MyLatch is this process's own latch; no lock or shared state is held across
-        // a wait (the generators hold nothing while they wait for the clock).
-        unsafe {
-            if ms > 0 {
-                let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-                pg_sys::WaitLatch(
-                    pg_sys::MyLatch,
-                    events as std::ffi::c_int,
-                    ms.min(i32::MAX as u64) as std::ffi::c_long,
-                    pg_sys::PG_WAIT_EXTENSION,
-                );
-                pg_sys::ResetLatch(pg_sys::MyLatch);
-            } else {
-                pg_sys::pg_usleep(ns.div_ceil(NS_PER_US as u64) as std::ffi::c_long);
-            }
+        if ms > 0 {
+            wait_on_latch_ms(ms);
+        } else {
+            // SAFETY: a plain sleep; no lock or shared state is held across it.
+            unsafe { pg_sys::pg_usleep(ns.div_ceil(NS_PER_US as u64) as std::ffi::c_long) };
+            pgrx::check_for_interrupts!();
         }
-        pgrx::check_for_interrupts!();
     }
+}
+
+/// Waits on the process latch for at most `ms` milliseconds, as PostgreSQL's own waits do: a
+/// signal (a query cancel, a termination, a reload) ends the wait early, and the death of the
+/// postmaster ends the process. The caller holds no lock or shared state across it.
+pub fn wait_on_latch_ms(ms: u64) {
+    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+    // SAFETY: MyLatch is this process's own latch, reset before looking at why it was set.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            events as std::ffi::c_int,
+            ms.min(i32::MAX as u64) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
 }

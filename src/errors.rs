@@ -516,7 +516,6 @@ pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
     .set_detail("The replayed reservation covers every id in the data replayed with it; the generators may mint again.")
 }
 
-/// The record table's columns are not the ones the extension created.
 /// The record table stayed locked for as long as a call may wait.
 pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
     ErrorReport::new(
@@ -528,6 +527,7 @@ pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
     .set_hint("Look in pg_locks for the session holding or awaiting a lock on snowflake_id_space; only superusers can write or lock it.")
 }
 
+/// The record table's columns are not the ones the extension created.
 pub fn space_record_altered() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

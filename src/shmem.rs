@@ -56,8 +56,7 @@
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
 //!   disk (`crate::reservation`: in place with one fdatasync, or a new file and a rename) and
-//!   stores it here afterwards, so no backend
-//!   issues an id past a reservation that is not durable. Id paths read it with one atomic load
+//!   stores it here afterwards, so no backend issues an id past a reservation that is not durable. Id paths read it with one atomic load
 //!   and take the lock only to renew it, about every 250 ms: conditionally (never waiting) while
 //!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
 //!   LWLock across an fsync is the point of this lock; no id path holds it otherwise. Inside it,

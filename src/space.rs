@@ -182,23 +182,17 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
     }
 }
 
-/// Sleeps on the latch until the generators' clock reads `unix_ms`: a cancel, a termination or the
-/// postmaster's death ends it, as PostgreSQL's own waits do.
+/// Sleeps until the generators' clock reads `unix_ms`.
 fn sleep_until(unix_ms: i64) {
     loop {
         let left = unix_ms.saturating_sub(clock::now_unix_ms());
         if left <= 0 {
             return;
         }
-        let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-        // SAFETY: a plain wait on this backend's latch, reset before looking at why it was set.
-        unsafe {
-            pg_sys::WaitLatch(pg_sys::MyLatch, events as c_int, left.min(100) as _, pg_sys::PG_WAIT_EXTENSION);
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
-        pgrx::check_for_interrupts!();
+        clock::wait_on_latch_ms(left.min(100).unsigned_abs());
     }
 }
+
 
 /// The rows of the extension's own `snowflake_id_space` table (found as a member of the
 /// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of their
@@ -298,13 +292,7 @@ fn lock_for_reading(table: pg_sys::Oid, lock: pg_sys::LOCKMODE) -> Result<(), Er
         if started.elapsed() >= budget {
             return Err(errors::space_record_locked(budget.as_millis()));
         }
-        let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-        // SAFETY: a plain wait on this backend's latch, reset before looking at why it was set.
-        unsafe {
-            pg_sys::WaitLatch(pg_sys::MyLatch, events as c_int, 5, pg_sys::PG_WAIT_EXTENSION);
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
-        pgrx::check_for_interrupts!();
+        clock::wait_on_latch_ms(5);
     }
     Ok(())
 }
