@@ -182,24 +182,22 @@ pub fn replay(until: i64, written_at: i64) {
 /// ([`rules::SLOT_BYTES`]), so a renewal overwrites the older slot in place and costs one
 /// fdatasync: the startup process replays one per WAL record, and a long archive is replayed at
 /// the disk's fdatasync rate (`make bench-replay`). A write torn by a crash, or a base backup
-/// copying the file meanwhile, leaves the other slot whole. Any other file (none yet, an older
-/// version's, not a regular file, or linked from elsewhere, as a hard-linked backup would be) is
-/// replaced through a new one. Plain Rust I/O: no PostgreSQL allocation and no ereport while the
-/// lock is held.
+/// copying the file meanwhile, leaves the other slot whole.
+///
+/// A slot is overwritten only while the file is known durable: the first write of every run, and
+/// the first after any failed write, replaces the file whole (a new file, fsync, rename, fsync
+/// the directory). What the page cache shows after a failed fdatasync, or after a restart that
+/// followed one, may never have reached the disk, and the slot chosen from it could be the only
+/// durable one. Any other file (an older version's, not a regular file, or linked from
+/// elsewhere, as a hard-linked backup would be) is replaced too. Plain Rust I/O: no PostgreSQL
+/// allocation and no ereport while the lock is held.
 fn write_durably(r: &Reservation) -> io::Result<()> {
-    match overwrite_in_place(r) {
-        Some(written) => {
-            written?;
-            // A rename whose directory fsync failed is not durable yet: an OS crash could bring
-            // the file before it back.
-            if shmem::dir_sync_owed() {
-                File::open(".")?.sync_all()?;
-                shmem::owe_dir_sync(false);
-            }
-            Ok(())
-        }
+    let written = match shmem::file_durable().then(|| overwrite_in_place(r)).flatten() {
+        Some(written) => written,
         None => replace_file(&r.to_file()),
-    }
+    };
+    shmem::set_file_durable(written.is_ok());
+    written
 }
 
 /// `None` when the file is not one to overwrite.
@@ -216,7 +214,7 @@ fn overwrite_in_place(r: &Reservation) -> Option<io::Result<()>> {
     }
     let mut bytes = [0u8; rules::FILE_BYTES];
     f.read_exact_at(&mut bytes, 0).ok()?;
-    let (slot, sequence) = rules::next_slot(&bytes);
+    let (slot, sequence) = rules::next_slot(&bytes)?;
     Some(f.write_all_at(&r.to_slot(sequence), (slot * rules::SLOT_BYTES) as u64).and_then(|()| f.sync_data()))
 }
 
@@ -239,9 +237,7 @@ fn replace_file(bytes: &[u8]) -> io::Result<()> {
     f.sync_all()?;
     drop(f);
     fs::rename(&tmp, FILE_NAME)?;
-    let synced = File::open(".").and_then(|d| d.sync_all());
-    shmem::owe_dir_sync(synced.is_err());
-    synced
+    File::open(".")?.sync_all()
 }
 
 /// Makes sure an id starting at `word_unix_ms` may be issued, renewing the reservation if it is

@@ -11,9 +11,10 @@
 //!   reservation_written_at    AtomicI64
 //!   refusal                   AtomicU32     why every generator refuses (a reservation file it
 //!                                           cannot continue from), 0 when they may mint
-//!   dir_sync_owed             AtomicU32     1 after a new reservation file was renamed into place
-//!                                           but the directory's fsync failed: the next write
-//!                                           syncs the directory too (under the reservation lock)
+//!   file_durable              AtomicU32     1 once this run replaced the reservation file whole
+//!                                           (new file, fsync, rename, directory fsync) and every
+//!                                           write since succeeded: only then may a renewal
+//!                                           overwrite a slot in place (under the reservation lock)
 //!   space_generation          AtomicU64     bumped when any database's record of its id space changes
 //!   checked_next              AtomicU64     the next registry entry to replace when all are taken
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
@@ -125,7 +126,7 @@ struct Header {
     reservation_writes: AtomicU64,
     reservation_written_at: AtomicI64,
     refusal: AtomicU32,
-    dir_sync_owed: AtomicU32,
+    file_durable: AtomicU32,
     space_generation: AtomicU64,
     checked_next: AtomicU64,
     owned_minted_tick: AtomicU64,
@@ -362,15 +363,16 @@ pub fn refusal() -> Option<Refusal> {
     segment().ok().and_then(|s| Refusal::from_code(s.header().refusal.load(Ordering::Acquire)))
 }
 
-/// Whether a renamed reservation file still owes the directory an fsync (see the layout).
-pub fn dir_sync_owed() -> bool {
-    segment().is_ok_and(|s| s.header().dir_sync_owed.load(Ordering::Acquire) != 0)
+/// Whether the reservation file on disk is known durable, so that a slot may be overwritten in
+/// place (see the layout). 0 at every start (the segment is zeroed).
+pub fn file_durable() -> bool {
+    segment().is_ok_and(|s| s.header().file_durable.load(Ordering::Acquire) != 0)
 }
 
-/// Records whether the directory's fsync is owed; the caller holds the reservation lock.
-pub fn owe_dir_sync(owed: bool) {
+/// Records whether the file is known durable; the caller holds the reservation lock.
+pub fn set_file_durable(durable: bool) {
     if let Ok(s) = segment() {
-        s.header().dir_sync_owed.store(u32::from(owed), Ordering::Release);
+        s.header().file_durable.store(u32::from(durable), Ordering::Release);
     }
 }
 

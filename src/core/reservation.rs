@@ -78,13 +78,13 @@ fn newest(slots: &[Result<(Reservation, u64), String>; 2]) -> Option<usize> {
 }
 
 /// Where the next write into a file of [`FILE_BYTES`] goes: the slot that does not hold the newest
-/// reservation (a torn one, if either is), and the sequence number to give it.
-pub fn next_slot(bytes: &[u8]) -> (usize, u64) {
+/// reservation, and the sequence number to give it. `None` when neither slot is whole, or the
+/// sequence numbers ran out: the file is then written anew.
+pub fn next_slot(bytes: &[u8]) -> Option<(usize, u64)> {
     let slots = slots(bytes);
-    match newest(&slots) {
-        Some(i) => (1 - i, slots[i].as_ref().map_or(0, |(_, seq)| *seq).saturating_add(1)),
-        None => (0, 1),
-    }
+    let i = newest(&slots)?;
+    let seq = slots[i].as_ref().ok()?.1.checked_add(1)?;
+    Some((1 - i, seq))
 }
 
 /// What a start makes of the file's bytes: the reservation to continue from, or why not.
@@ -263,11 +263,14 @@ mod tests {
         let at = |ms| Reservation::new(&Layout::DEFAULT, ms, ms - 500);
         let mut file = at(1_000).to_file();
         for (n, ms) in (2_000..2_010).enumerate() {
-            let (slot, seq) = next_slot(&file);
+            let (slot, seq) = next_slot(&file).unwrap();
             assert_eq!((slot, seq), ((n + 1) % 2, n as u64 + 2));
             file[slot * SLOT_BYTES..][..SLOT_BYTES].copy_from_slice(&at(ms).to_slot(seq));
             assert_eq!(Reservation::from_bytes(&file), Ok(at(ms)));
         }
+        // Sequence numbers that ran out, or no whole slot: the file is written anew.
+        assert_eq!(next_slot(&[at(1).to_slot(u64::MAX), at(1).to_slot(0)].concat()), None);
+        assert_eq!(next_slot(&[0u8; FILE_BYTES]), None);
         // A file from before 0.3.0 (one document, no checksum) is still read.
         let old = serde_json::to_vec_pretty(&at(3_000)).unwrap();
         assert_eq!(Reservation::from_bytes(&old), Ok(at(3_000)));
@@ -287,7 +290,7 @@ mod tests {
             let at = |ms| Reservation::new(&Layout::DEFAULT, ms, ms - 500);
             // Slot 0 holds `before` (sequence 2), slot 1 `old` (3); `new` goes into slot 0.
             let mut file = [at(before).to_slot(2), at(old).to_slot(3)].concat();
-            assert_eq!(next_slot(&file), (0, 4));
+            assert_eq!(next_slot(&file), Some((0, 4)));
             let slot = at(new).to_slot(4);
             // Sectors of a torn write may reach the disk in any order: the new slot's start over
             // the old one's end, or its end over the old one's start.
