@@ -10,10 +10,10 @@ REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake_id_reservation() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 
--- Only superusers (and pg_read_all_data) read the record: a role that holds a lock on it, with
--- a stronger request queued behind (CREATE RULE asks before it checks ownership), would delay the
--- first id of every new session. The generators read it with the extension's own access.
+-- Only superusers, pg_read_all_data and the database's owner read the record. The generators
+-- read it with the extension's own access, and never join its lock queue.
 REVOKE ALL ON snowflake_id_space FROM PUBLIC;
+GRANT SELECT ON snowflake_id_space TO pg_database_owner; -- its pg_dump dumps the rows
 
 -- The floor of the ids minted in the database, carried by dumps and pg_upgrade; it replaces the
 -- scan of every generator column's index at the first mint. Existing rows start from 'infinity'

@@ -524,7 +524,7 @@ pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
         FUNC,
     )
     .set_detail("The generators read the database's record of its id space before a session's first id, and wait for its lock no longer than snowflake_id.max_rewind_wait.")
-    .set_hint("Look in pg_locks for the session holding or awaiting a lock on snowflake_id_space; only superusers can write or lock it.")
+    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_space; the next call tries again.")
 }
 
 /// The record table's columns are not the ones the extension created.

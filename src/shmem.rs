@@ -22,6 +22,12 @@
 //!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
 //!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
+//!   verdicts                  [Verdict; 64] the last good check of a database's record, for a
+//!                                           session that cannot lock the record table at once
+//!
+//! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 |
+//! record fingerprint), table (the record table's OID), floor (Unix ms), generation (the
+//! `space_generation` it was read at)
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
 //!
@@ -57,8 +63,9 @@
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
 //!   disk (`crate::reservation`: in place with one fdatasync, or a new file and a rename) and
-//!   stores it here afterwards, so no backend issues an id past a reservation that is not durable. Id paths read it with one atomic load
-//!   and take the lock only to renew it, about every 250 ms: conditionally (never waiting) while
+//!   stores it here afterwards, so no backend issues an id past a reservation that is not
+//!   durable. Id paths read it with one atomic load and take the lock only to renew it, about
+//!   every 250 ms: conditionally (never waiting) while
 //!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
 //!   LWLock across an fsync is the point of this lock; no id path holds it otherwise. Inside it,
 //!   after the file and before publishing, the renewal is also inserted into the WAL and flushed
@@ -97,6 +104,16 @@
 //!   two backends of the same database may both wait. When all 256 are taken, a new entry
 //!   replaces one in turn (`checked_next`), so a server with more databases than that checks
 //!   some of them again, never all of them on every connection.
+//! - **`verdicts`** is a cache too: a backend whose check found its database's record naming the
+//!   server's id space, and waited for its floor, leaves what it read there, with the
+//!   `space_generation` it read it at. A new session that cannot take the record table's lock at
+//!   once (a session holds it with a stronger request queued behind) uses the entry of its
+//!   database instead, if no record changed since (the generation is the same). A writer claims
+//!   an entry by moving its version from even to odd with one CAS (it skips the cache if another
+//!   writer holds it), writes the fields, and makes the version even again; a reader copies the
+//!   fields between two loads of an even, unchanged version (a sequence lock), and any doubt is
+//!   a miss. A stale floor there is only lower than the record's: the floor is advanced again
+//!   before an id past it.
 //!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
@@ -132,11 +149,32 @@ struct Header {
     owned_minted_tick: AtomicU64,
     owned_clock_tick: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
+    verdicts: [Verdict; VERDICTS],
 }
 
 /// How many databases the registry of scanned ones remembers.
 const CHECKED_DATABASES: usize = 256;
-const _: () = assert!(size_of::<Header>() == 2176, "the layout in the module comment");
+/// How many databases' last good checks the cache keeps.
+const VERDICTS: usize = 64;
+const _: () = assert!(size_of::<Header>() == 4736, "the layout in the module comment");
+
+/// One database's last good check of its record (see the module comment).
+#[repr(C)]
+struct Verdict {
+    version: AtomicU64,
+    key: AtomicU64,
+    table: AtomicU64,
+    floor: AtomicI64,
+    generation: AtomicU64,
+}
+
+/// What a check of a database's record found, for [`remember_verdict`] and [`remembered_verdict`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoodCheck {
+    pub fingerprint: u32,
+    pub table: u32,
+    pub floor_unix_ms: i64,
+}
 
 /// One generator's state word and statistics.
 #[repr(C, align(128))]
@@ -436,6 +474,44 @@ pub fn mark_database_checked(database: u32, fingerprint: u32) {
         let i = seg.header().checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
         entries[i].store(key, Ordering::Release);
     }
+}
+
+/// Leaves a good check of `database`'s record, read at `generation`, for sessions that cannot
+/// lock the record table (see the module comment). Skipped when another backend is writing the
+/// entry it would use.
+pub fn remember_verdict(database: u32, generation: u64, check: GoodCheck) {
+    let Ok(seg) = segment() else { return };
+    let entries = &seg.header().verdicts;
+    let mine = |e: &Verdict| e.key.load(Ordering::Acquire) >> 32 == u64::from(database);
+    let i = entries.iter().position(mine).unwrap_or(database as usize % VERDICTS);
+    let e = &entries[i];
+    let v = e.version.load(Ordering::Acquire);
+    if v % 2 == 1 || e.version.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    e.key.store(u64::from(database) << 32 | u64::from(check.fingerprint), Ordering::Release);
+    e.table.store(u64::from(check.table), Ordering::Release);
+    e.floor.store(check.floor_unix_ms, Ordering::Release);
+    e.generation.store(generation, Ordering::Release);
+    e.version.store(v + 2, Ordering::Release);
+}
+
+/// The good check of `database`'s record left at `generation`, if the cache holds one.
+pub fn remembered_verdict(database: u32, generation: u64) -> Option<GoodCheck> {
+    let seg = segment().ok()?;
+    seg.header().verdicts.iter().find_map(|e| {
+        let v = e.version.load(Ordering::Acquire);
+        let key = e.key.load(Ordering::Acquire);
+        let check = GoodCheck {
+            fingerprint: key as u32,
+            table: e.table.load(Ordering::Acquire) as u32,
+            floor_unix_ms: e.floor.load(Ordering::Acquire),
+        };
+        let read_at = e.generation.load(Ordering::Acquire);
+        std::sync::atomic::fence(Ordering::Acquire);
+        let whole = v % 2 == 0 && e.version.load(Ordering::Acquire) == v;
+        (whole && key >> 32 == u64::from(database) && key != 0 && read_at == generation).then_some(check)
+    })
 }
 
 /// The durable reservation: no id carries a time at or after it. `i64::MIN` without preload.

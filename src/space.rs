@@ -27,9 +27,12 @@
 //!
 //! # Never waiting, never failing an id
 //! The record is read under `ACCESS SHARE` taken only when it is free: a session holding a lock
-//! with a stronger request queued behind it would otherwise hold up the first id of every new
-//! session. It is tried again every few milliseconds for as long as a call may wait, then the call
-//! fails with 55P03. Only superusers (and `pg_read_all_data`) can read, so lock, the table.
+//! with a stronger request queued behind it (any role can: a `PREPARE` locks a table before its
+//! privileges are checked, and `CREATE RULE` asks for ACCESS EXCLUSIVE before it checks
+//! ownership) would otherwise hold up the first id of every new session. When the lock is not
+//! free, a new session uses the last good check of its database that another backend left in
+//! shared memory (`shmem::remembered_verdict`), if no record changed since; without one, it tries
+//! again every few milliseconds for as long as a call may wait, then fails with 55P03.
 //! The write takes `ROW EXCLUSIVE` on the table only if that is free at once, and skips a row that
 //! an open transaction is changing (only a superuser can): then the id is issued anyway, with one
 //! WARNING a backend, and the next id past the floor tries again. The generators are PARALLEL
@@ -102,7 +105,7 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
             _ => {}
         }
     }
-    let mismatch = restricted::with_catalog_search_path(check)?;
+    let mismatch = restricted::with_catalog_search_path(|| check(generation))?;
     VERDICT.store(if mismatch.is_some() { SNOWFLAKE_REFUSED } else { READY }, Ordering::Relaxed);
     // The counter read before the check: a change committed meanwhile is seen at the next call.
     CHECKED_AT.store(generation, Ordering::Relaxed);
@@ -113,10 +116,20 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
 }
 
 /// The record, and on the first check of this database since the start (or since its record
-/// changed), the wait for its floor.
-fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
+/// changed), the wait for its floor. `generation` is the record counter read before.
+fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
     let layout = guc::layout();
-    let (recorded, fingerprint) = read_record()?;
+    // SAFETY: a plain read of this backend's database, set at connection.
+    let database = u32::from(unsafe { pg_sys::MyDatabaseId });
+    let (recorded, fingerprint) = match read_record(database, generation)? {
+        Record::Read(recorded, fingerprint) => (recorded, fingerprint),
+        // The table is locked, and another backend checked this record since it last changed.
+        Record::Remembered(good) => {
+            RECORD_TABLE.store(good.table, Ordering::Relaxed);
+            FLOOR_KNOWN.store(good.floor_unix_ms, Ordering::Relaxed);
+            return Ok(None);
+        }
+    };
     let mismatch = space::judge(&recorded, layout).err();
     let floor = space::floor(&recorded);
     FLOOR_KNOWN.store(
@@ -127,15 +140,29 @@ fn check() -> Result<Option<space::Mismatch>, ErrorReport> {
         },
         Ordering::Relaxed,
     );
-    // SAFETY: a plain read of this backend's database, set at connection.
-    let database = u32::from(unsafe { pg_sys::MyDatabaseId });
     if !shmem::database_checked(database, fingerprint) {
         wait_for_floor(floor, mismatch.is_none());
         // Only once the wait is over: another session of this database checking meanwhile
         // waits too.
         shmem::mark_database_checked(database, fingerprint);
     }
+    if mismatch.is_none() {
+        let good = shmem::GoodCheck {
+            fingerprint,
+            table: RECORD_TABLE.load(Ordering::Relaxed),
+            floor_unix_ms: FLOOR_KNOWN.load(Ordering::Relaxed),
+        };
+        shmem::remember_verdict(database, generation, good);
+    }
     Ok(mismatch)
+}
+
+/// What [`read_record`] found.
+enum Record {
+    /// The rows, and their fingerprint.
+    Read(Vec<Recorded>, u32),
+    /// The table was locked: the last good check of this database since its record last changed.
+    Remembered(shmem::GoodCheck),
 }
 
 /// Waits, in this database's session only, until the clock passes the database's floor
@@ -198,7 +225,7 @@ fn sleep_until(unix_ms: i64) {
 /// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of their
 /// layouts, epochs and record times (not their floors, which the extension advances itself),
 /// so that a database whose record changed is waited for again.
-fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
+fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     let table = Spi::connect(|client| {
         let t = client.select(
             "SELECT c.oid
@@ -219,7 +246,7 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
     .map_err(errors::catalog_query)?;
     let Some(table) = table else {
         RECORD_TABLE.store(0, Ordering::Relaxed);
-        return Ok((Vec::new(), 1));
+        return Ok(Record::Read(Vec::new(), 1));
     };
     let mut recorded = Vec::new();
     let mut identities: Vec<(String, i64, i64)> = Vec::new();
@@ -228,8 +255,17 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
     // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
     // not a catalog). Errors abort the transaction, which closes the scan and the table.
     unsafe {
-        lock_for_reading(table, lock)?;
-        let rel = pg_sys::table_open(table, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if !pg_sys::ConditionalLockRelationOid(table, lock) {
+            if let Some(good) = shmem::remembered_verdict(database, generation) {
+                return Ok(Record::Remembered(good));
+            }
+            lock_for_reading(table, lock)?;
+        }
+        let rel = pg_sys::try_relation_open(table, pg_sys::NoLock as pg_sys::LOCKMODE);
+        if rel.is_null() {
+            pg_sys::UnlockRelationOid(table, lock);
+            return Err(errors::space_record_altered());
+        }
         let desc = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att);
         let types: Vec<pg_sys::Oid> = (0..desc.len()).filter_map(|i| desc.get(i)).map(|a| a.atttypid).collect();
         if types.get(..3) != Some(&[pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID][..]) {
@@ -273,13 +309,12 @@ fn read_record() -> Result<(Vec<Recorded>, u32), ErrorReport> {
         }
     }
     // Zero marks a free registry entry.
-    Ok((recorded, hash | 1))
+    Ok(Record::Read(recorded, hash | 1))
 }
 
-/// Takes `lock` on the record table without joining its lock queue: a session that holds a lock
-/// while another's stronger request waits behind it (a `CREATE RULE` asks for ACCESS EXCLUSIVE
-/// before it checks ownership) must not hold up the first id of every new session. Tries again
-/// every few milliseconds for as long as a call may wait (`snowflake_id.max_rewind_wait`).
+/// Takes `lock` on the record table without joining its lock queue, when it was not free at once
+/// and no good check of this database is remembered: tries again every few milliseconds for as
+/// long as a call may wait (`snowflake_id.max_rewind_wait`).
 ///
 /// # Errors
 /// 55P03 when the lock stays taken that long.

@@ -6,12 +6,13 @@ SET datestyle = 'ISO, YMD';
 \set VERBOSITY default
 
 -- CREATE EXTENSION recorded the server's layout and epoch, and that nothing was minted yet;
--- pg_dump dumps the table's rows. Only superusers read or write it (a role that could lock it
--- could hold up every session's first id).
+-- pg_dump dumps the table's rows. Only superusers write it; PUBLIC does not read it, the
+-- database's owner does (its pg_dump dumps the rows).
 SELECT layout, epoch, minted_before FROM snowflake_id_space;
 SELECT extconfig::regclass[] AS config_tables, extcondition FROM pg_extension WHERE extname = 'snowflake_id';
 SELECT has_table_privilege('public', 'snowflake_id_space', 'SELECT') AS public_reads,
-       has_table_privilege('public', 'snowflake_id_space', 'INSERT') AS public_writes;
+       has_table_privilege('public', 'snowflake_id_space', 'INSERT') AS public_writes,
+       has_table_privilege('pg_database_owner', 'snowflake_id_space', 'SELECT') AS owner_reads;
 
 -- A row from another id space, as a restore of a database minted elsewhere adds it: a new
 -- session refuses snowflake ids with 55000 and a hint naming both settings; UUIDv7 still mints.

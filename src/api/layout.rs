@@ -161,8 +161,9 @@ CREATE TABLE snowflake_id_space (
 COMMENT ON TABLE snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
 COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_space', '');
--- Not readable by PUBLIC: a role that could lock it could hold up every session's first id.
+-- Not readable by PUBLIC; the database's owner reads it, so that its pg_dump dumps the rows.
 REVOKE ALL ON snowflake_id_space FROM PUBLIC;
+GRANT SELECT ON snowflake_id_space TO pg_database_owner;
 CREATE UNIQUE INDEX snowflake_id_space_key ON snowflake_id_space (layout, epoch, recorded_at);
 ALTER TABLE snowflake_id_space REPLICA IDENTITY USING INDEX snowflake_id_space_key;
 -- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.

@@ -99,30 +99,53 @@ is($node->safe_psql('alice_db', "SELECT snowflake_timestamp(snowflake_next(3)) >
 	't', "Alice's database mints after its floor");
 $alice->quit;
 
-# The record's lock queue (review of 0.3.0): a plain role may neither read nor lock the record,
-# and a session holding it (a superuser's, as pg_dump's) with a plain role's CREATE RULE queued
-# behind it (the rule asks for ACCESS EXCLUSIVE before it checks ownership) makes a new
-# session's first id fail after max_rewind_wait with 55P03, not wait for as long as both last.
+# The record's lock queue (reviews of 0.3.0). A plain role cannot read the record, but can still
+# hold its lock: a PREPARE locks a table before its privileges are checked. With a CREATE RULE of
+# its own queued behind (the rule asks for ACCESS EXCLUSIVE before it checks ownership), every
+# new session's first id would queue too. A new session uses the last good check another backend
+# left in shared memory; without one (a record changed since), it fails after max_rewind_wait
+# with 55P03 instead of waiting for as long as the locks last.
 ($rc, $out, $err) = $node->psql('bob_db', 'SELECT count(*) FROM snowflake_id_space', extra_params => [ '-U', 'regress_alice' ]);
-like($err, qr/permission denied/, 'a plain role cannot read the record (so cannot hold its lock)');
-$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake_id.max_rewind_wait = '2s'; SELECT pg_reload_conf()");
-my $dump = $node->background_psql('bob_db');
-$dump->query_safe('BEGIN; LOCK TABLE snowflake_id_space IN ACCESS SHARE MODE');
-my $rule = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
-$rule->query_until(qr/queued/, "\\echo queued\nCREATE RULE r AS ON INSERT TO snowflake_id_space DO INSTEAD NOTHING;\n");
-$node->poll_query_until('bob_db', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
-	or die 'the CREATE RULE never queued';
-my $t0 = time;
-($rc, $out, $err) = $node->psql('bob_db', "SET client_min_messages = error; SELECT snowflake_next(2)",
-	extra_params => [ '-U', 'regress_bob', '-v', 'VERBOSITY=verbose' ], timeout => 60);
-my $took = time - $t0;
-like($err, qr/55P03/, "a new session's first id behind the queued lock fails with 55P03");
+like($err, qr/permission denied/, 'a plain role cannot read the record');
+$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake_id.max_rewind_wait = '2s'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+my ($holder_q, $rule_q);
+sub queue_behind_the_record
+{
+	$holder_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+	$holder_q->query_safe('BEGIN');
+	$holder_q->query('PREPARE p AS SELECT FROM snowflake_id_space');
+	$rule_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+	$rule_q->query_until(qr/queued/, "\\echo queued\nCREATE RULE r AS ON INSERT TO snowflake_id_space DO INSTEAD NOTHING;\n");
+	$node->poll_query_until('bob_db', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
+		or die 'the CREATE RULE never queued';
+}
+sub release_the_record
+{
+	$holder_q->query_safe('ROLLBACK');
+	$holder_q->quit;
+	$rule_q->quit;
+}
+sub bob_first_id
+{
+	my $t0 = time;
+	my ($rc, $out, $err) = $node->psql('bob_db', 'SELECT snowflake_next(2) > 0',
+		extra_params => [ '-U', 'regress_bob', '-v', 'VERBOSITY=verbose' ], timeout => 60);
+	return ($out, $err, time - $t0);
+}
+# A record change (a superuser's) makes every remembered check stale.
+$node->safe_psql('bob_db', 'UPDATE snowflake_id_space SET recorded_at = recorded_at');
+queue_behind_the_record();
+my ($got, $why, $took) = bob_first_id();
+like($why, qr/55P03/, "no good check since the record changed: a new session's first id fails with 55P03");
 cmp_ok($took, '<', 30, "and does not wait for the locks ($took s)");
-$dump->query_safe('COMMIT');
-$dump->quit;
-$rule->quit;
+release_the_record();
 is($node->safe_psql('bob_db', 'SELECT snowflake_next(2) > 0', extra_params => [ '-U', 'regress_bob' ]), 't',
-	'the lock released, the next call mints');
+	'the lock released, the next session mints (and leaves its check)');
+queue_behind_the_record();
+($got, $why, $took) = bob_first_id();
+is($got, 't', "with a good check left since the record last changed, a new session mints at once ($took s): $why");
+release_the_record();
 
 $node->stop;
 done_testing();
