@@ -33,7 +33,9 @@ DB = "chaos"
 
 
 def now_ns():
-    return time.time_ns()
+    """Every time the harness records: one monotonic clock, never stepped (the servers' clocks
+    are the faked ones)."""
+    return time.monotonic_ns()
 
 
 class Server:
@@ -157,6 +159,7 @@ class Lineage:
         self.standby = None
         self.lock = threading.Lock()
         self.paused_clients = threading.Event()  # set while a migration moves the lineage
+        self.active = 0  # clients inside a statement (under `lock`)
 
 
 class Harness:
@@ -211,19 +214,23 @@ class Harness:
     # --- clients ----------------------------------------------------------------------------
     def client(self, lineage, kind, index):
         table = "sf" if kind == "snowflake" else "uu"
-        acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1 << 16)
+        # Line-buffered: a line is whole on disk, or absent, whenever the harness stops.
+        acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         errors = open(os.path.join(self.work, "errors", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         conn, conn_server = None, None
         while not self.stop.is_set():
-            if lineage.paused_clients.is_set():
+            with lineage.lock:
+                paused = lineage.paused_clients.is_set()
+                if not paused:
+                    lineage.active += 1
+                    server = lineage.primary
+            if paused:
                 if conn is not None:
                     conn.close()
                     conn = None
                 time.sleep(0.05)
                 continue
             try:
-                with lineage.lock:
-                    server = lineage.primary
                 if conn is None or conn_server is not server:
                     if conn is not None:
                         conn.close()
@@ -249,6 +256,9 @@ class Harness:
                     pass
                 conn = None
                 time.sleep(0.05)
+            finally:
+                with lineage.lock:
+                    lineage.active -= 1
         acked.close()
         errors.close()
 
@@ -298,7 +308,7 @@ class Harness:
             with lineage.lock:
                 lineage.primary, lineage.standby = s, None
             # The old primary is rebuilt as the new one's standby, as an operator would.
-            shutil.rmtree(p.dir, ignore_errors=True)
+            shutil.rmtree(p.data, ignore_errors=True)  # its log stays
             self.make_standby(lineage)
         elif kind == "clock":
             target = self.rng.choice([p, s])
@@ -321,8 +331,18 @@ class Harness:
         old_p, old_s = lineage.primary, lineage.standby
         back = self.behind_last_ids(self.migrate_s)
         migrating = time.time()
-        lineage.paused_clients.set()
-        time.sleep(0.3)  # the clients finish their statement and disconnect
+        # The clients stop: none is inside a statement once `active` is 0 (a statement that waits
+        # for the clock may take seconds, and must not commit after the dump's snapshot).
+        with lineage.lock:
+            lineage.paused_clients.set()
+        deadline = time.time() + 60
+        while True:
+            with lineage.lock:
+                if lineage.active == 0:
+                    break
+            if time.time() > deadline:
+                raise RuntimeError(f"lineage {lineage.name}'s clients did not stop for the migration")
+            time.sleep(0.01)
         self.log_fault("restore", lineage.name, old_p.name, clock_back_s=back)
         dump = os.path.join(self.work, f"dump-{old_p.name}")
         subprocess.run([os.path.join(self.bin, "pg_dump"), "-Fc", "-f", dump, old_p.dsn()], check=True)
@@ -378,6 +398,7 @@ class Harness:
         with open(os.path.join(self.work, "topology.json"), "w") as f:
             json.dump({"mode": self.mode, "seed": self.args.seed, "duration_s": self.args.duration,
                        "sabotage": self.args.sabotage, "lineages": LINEAGES, "layout": "41/13/9",
+                       "stopped_ns": self.stopped_ns,
                        "final_primaries": {n: l.primary.name for n, l in self.lineages.items()}}, f)
         for s in servers + self.retired:
             if s.proc is not None and s.proc.poll() is None:
@@ -395,8 +416,9 @@ class Harness:
         try:
             self.nemesis()
         finally:
-            time.sleep(3)  # the last fault heals; clients acknowledge again
+            time.sleep(5)  # every lineage acknowledges again after its last fault (the checker asks)
             self.stop.set()
+            self.stopped_ns = now_ns()
             for t in clients:
                 t.join(timeout=30)
             self.heal_and_collect()
