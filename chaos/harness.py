@@ -9,7 +9,7 @@ final/. The verdict is chaos/check.py's, which shares no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
-    harness.py --work DIR --bin PG_BIN --seed N --duration S --mode sync|async
+    harness.py --work DIR --bin PG_BIN --seed N --duration S --mode sync|async [--base-port P]
 """
 
 import argparse
@@ -28,7 +28,6 @@ import psycopg2.extensions
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # Each lineage owns a disjoint shard set, which a promoted standby or a restored server keeps.
 LINEAGES = {"a": "1-3", "b": "4-6", "c": "7-9"}
-BASE_PORT = 5600
 DB = "chaos"
 
 
@@ -47,7 +46,7 @@ class Server:
         Server.counter += 1
         self.h, self.lineage = h, lineage
         self.name = f"{lineage}{Server.counter}"
-        self.port = BASE_PORT + Server.counter
+        self.port = h.args.base_port + Server.counter
         self.dir = os.path.join(h.work, "servers", self.name)
         self.data = os.path.join(self.dir, "data")
         self.timefile = os.path.join(self.dir, "faketime")
@@ -432,6 +431,7 @@ def main():
     ap.add_argument("--duration", type=float, default=120)
     ap.add_argument("--mode", choices=("sync", "async"), default="sync")
     ap.add_argument("--sabotage", default="")
+    ap.add_argument("--base-port", type=int, default=5600, help="servers listen on the ports after it")
     Harness(ap.parse_args()).run()
 
 

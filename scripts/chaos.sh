@@ -9,8 +9,8 @@
 #
 # Writes target/chaos/report.json and report.md, and copies the acknowledged ids (acked/), the
 # clients' errors, the fault log and every server's log under target/chaos/. Exits 0 only when
-# the run holds. PostgreSQL 15 (PG= for another major, 15 or later: failover needs the WAL
-# records of 15+).
+# the run holds. The servers listen on the ports after CHAOS_PORT (5600). PostgreSQL 15 (PG= for
+# another major, 15 or later: failover needs the WAL records of 15+).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V="${PG:-15}" MODE="${MODE:-sync}" SEED="${SEED:-1}" DURATION="${DURATION:-120}" SABOTAGE="${SABOTAGE:-}"
@@ -44,7 +44,7 @@ fi
 log "chaos: MODE=$MODE SEED=$SEED DURATION=${DURATION}s${SABOTAGE:+ SABOTAGE=$SABOTAGE}"
 harness_rc=0
 as_postgres /usr/bin/python3 "$REPO_ROOT/chaos/harness.py" --work "$work" --bin "$bin" --seed "$SEED" \
-  --duration "$DURATION" --mode "$MODE" --sabotage "$SABOTAGE" || harness_rc=$?
+  --duration "$DURATION" --mode "$MODE" --sabotage "$SABOTAGE" --base-port "${CHAOS_PORT:-5600}" || harness_rc=$?
 out="$REPO_ROOT/target/chaos"
 rm -rf "$out" && mkdir -p "$out/logs"
 cp -r "$work/acked" "$work/errors" "$out/"
