@@ -155,9 +155,17 @@ pub fn replay(until: i64, written_at: i64) {
     }
     let Some(lock) = ReservationLock::acquire(true) else { return };
     let refused = shmem::refusal();
-    if refused == Some(Refusal::OtherLayout) || (refused.is_none() && until <= shmem::reserved_until()) {
+    if refused == Some(Refusal::OtherLayout) {
         return;
     }
+    // A reservation that already covers the record is enough only once it is known to be on
+    // disk: the one a start read may be a page that never got there (a write that failed before
+    // the restart), and the record may be replayed for the last time.
+    let held = if refused.is_none() { shmem::reserved_until() } else { i64::MIN };
+    if until <= held && shmem::file_durable() {
+        return;
+    }
+    let until = until.max(held);
     let layout = guc::layout();
     shmem::raise_generators(layout, until, written_at);
     match write_durably(&Reservation::new(layout, until, written_at)) {
