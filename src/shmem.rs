@@ -482,11 +482,22 @@ pub fn mark_database_checked(database: u32, fingerprint: u32) {
 pub fn remember_verdict(database: u32, generation: u64, check: GoodCheck) {
     let Ok(seg) = segment() else { return };
     let entries = &seg.header().verdicts;
+    // This database's entry; else one left before the latest record change (or never used);
+    // else one in turn.
     let mine = |e: &Verdict| e.key.load(Ordering::Acquire) >> 32 == u64::from(database);
-    let i = entries.iter().position(mine).unwrap_or(database as usize % VERDICTS);
+    let stale = |e: &Verdict| e.generation.load(Ordering::Acquire) < generation || e.key.load(Ordering::Acquire) == 0;
+    let i = entries
+        .iter()
+        .position(mine)
+        .or_else(|| entries.iter().position(stale))
+        .unwrap_or(database as usize % VERDICTS);
     let e = &entries[i];
     let v = e.version.load(Ordering::Acquire);
-    if v % 2 == 1 || e.version.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    // Never replace a newer check of this database with an older one.
+    if v % 2 == 1 || (mine(e) && e.generation.load(Ordering::Acquire) > generation) {
+        return;
+    }
+    if e.version.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
     e.key.store(u64::from(database) << 32 | u64::from(check.fingerprint), Ordering::Release);

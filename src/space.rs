@@ -220,7 +220,6 @@ fn sleep_until(unix_ms: i64) {
     }
 }
 
-
 /// The rows of the extension's own `snowflake_id_space` table (found as a member of the
 /// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of their
 /// layouts, epochs and record times (not their floors, which the extension advances itself),
@@ -256,7 +255,10 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     // not a catalog). Errors abort the transaction, which closes the scan and the table.
     unsafe {
         if !pg_sys::ConditionalLockRelationOid(table, lock) {
-            if let Some(good) = shmem::remembered_verdict(database, generation) {
+            // The remembered check counts only for the table found now (a record dropped and
+            // created again is another table).
+            if let Some(good) = shmem::remembered_verdict(database, generation).filter(|g| g.table == u32::from(table))
+            {
                 return Ok(Record::Remembered(good));
             }
             lock_for_reading(table, lock)?;
