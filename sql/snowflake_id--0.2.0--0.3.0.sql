@@ -18,8 +18,9 @@ GRANT SELECT ON snowflake_id_space TO pg_database_owner; -- its pg_dump dumps th
 -- The floor of the ids minted in the database, carried by dumps and pg_upgrade; it replaces the
 -- scan of every generator column's index at the first mint. Existing rows start from 'infinity'
 -- (unknown): a 0.2.0 database may hold ids minted on another server (moved by pg_upgrade, or
--- restored), which this server's reservation says nothing about, so its first id after the update
--- waits as long as a call may wait (snowflake_id.max_rewind_wait), once.
+-- restored), which this server's reservation says nothing about, so the database's first id waits
+-- as long as a call may wait (snowflake_id.max_rewind_wait), once: at the first check since the
+-- start that does not find the database checked already (at the latest, after the next restart).
 ALTER TABLE snowflake_id_space ADD COLUMN minted_before timestamptz NOT NULL DEFAULT 'infinity';
 COMMENT ON COLUMN snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
 -- ADD COLUMN rewrites no row, and an in-place advance may not change a row's length: rewrite
