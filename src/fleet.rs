@@ -278,11 +278,15 @@ fn text_within(p: *const c_char, limit: usize) -> String {
     String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).trim_end().to_owned()
 }
 
-/// A connection, finished when dropped (on every path, an ERROR's unwinding included).
+/// A connection, finished when dropped (on every path, an ERROR's unwinding included). Its memory
+/// watch starts before the connection and covers everything libpq keeps for it until then
+/// (parameter reports stay in libpq's memory as long as the connection), so one peer is held to
+/// [`MAX_BUFFERED_BYTES`] in all.
 struct Conn<'a> {
     pq: &'a Libpq,
     conn: *mut PGconn,
     deadline: Instant,
+    watch: MemoryWatch,
 }
 
 impl Drop for Conn<'_> {
@@ -441,7 +445,7 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
     if conn.is_null() {
         return Err("libpq could not allocate a connection".into());
     }
-    let c = Conn { pq, conn, deadline };
+    let c = Conn { pq, conn, deadline, watch };
     // SAFETY: a connection just started; the processor is a plain function.
     unsafe { (pq.set_notice_processor)(c.conn, Some(ignore_notice), std::ptr::null_mut()) };
     // SAFETY: a connection just started.
@@ -458,7 +462,7 @@ fn connect<'a>(pq: &'a Libpq, conninfo: &str, deadline: Instant) -> Result<Conn<
         }
         // SAFETY: polling the connection being made.
         poll = unsafe { (pq.connect_poll)(c.conn) };
-        watch.check()?;
+        c.watch.check()?;
     }
     // SAFETY: reading the state of a connected connection.
     if !superuser && unsafe { (pq.connection_used_password)(c.conn) } == 0 {
@@ -499,7 +503,6 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
     if unsafe { (pq.set_single_row_mode)(c.conn) } == 0 {
         return Err("libpq could not read the answer one row at a time".into());
     }
-    let watch = MemoryWatch::start();
     // Flush what could not be sent at once.
     loop {
         // SAFETY: as above.
@@ -518,7 +521,7 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
         // result is complete. The memory watch follows every call that may grow libpq's buffers.
         loop {
             let busy = unsafe { (pq.is_busy)(c.conn) } != 0;
-            watch.check()?;
+            c.watch.check()?;
             if !busy {
                 break;
             }
@@ -526,7 +529,7 @@ fn query(c: &Conn<'_>, sql: &CStr, param: Option<&CStr>) -> Result<Option<String
             if unsafe { (pq.consume_input)(c.conn) } == 0 {
                 return Err(text(unsafe { (pq.error_message)(c.conn) }));
             }
-            watch.check()?;
+            c.watch.check()?;
         }
         // SAFETY: a complete result, or NULL when the statement is done.
         let res = unsafe { (pq.get_result)(c.conn) };
