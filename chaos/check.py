@@ -82,7 +82,7 @@ def main(work, out):
         if len(parts) != 5:
             continue  # a line cut by the harness's own end: never an acknowledgement
         sent, done, lineage, kind, text = parts
-        acked.append((int(sent), int(done), lineage, kind, id_key(kind, text)))
+        acked.append((int(sent), int(done), sys.intern(lineage), sys.intern(kind), id_key(kind, text)))
     final = collections.Counter()
     for path in glob.glob(os.path.join(work, "final", "*.txt")):
         lineage, kind = os.path.basename(path)[:-4].split("-")

@@ -172,7 +172,7 @@ class Harness:
         self.retired = []
         # How long the last start and promotion took: a clock step back meant to leave a server
         # behind its last ids must outlast the outage.
-        self.start_s, self.promote_s, self.migrate_s = 1.0, 1.0, 3.0
+        self.start_s, self.promote_s = 1.0, 1.0
 
     # --- topology ---------------------------------------------------------------------------
     def initdb(self, server):
@@ -328,7 +328,7 @@ class Harness:
         """Dump the lineage's database and restore it into a fresh server whose clock is behind;
         retire the old primary and standby, as an operator would."""
         old_p, old_s = lineage.primary, lineage.standby
-        back = self.behind_last_ids(self.migrate_s)
+        back = self.step_back()
         migrating = time.time()
         # The clients stop: none is inside a statement once `active` is 0 (a statement that waits
         # for the clock may take seconds, and must not commit after the dump's snapshot).
@@ -347,7 +347,7 @@ class Harness:
         subprocess.run([os.path.join(self.bin, "pg_dump"), "-Fc", "-f", dump, old_p.dsn()], check=True)
         new = Server(self, lineage.name)
         self.initdb(new)
-        new.set_offset(old_p.offset - back)
+        new.set_offset(old_p.offset)
         new.start()
         new.sql(f"CREATE DATABASE {DB}", db="postgres")
         subprocess.run([os.path.join(self.bin, "pg_restore"), "-d", new.dsn(), "--exit-on-error", dump], check=True)
@@ -359,7 +359,13 @@ class Harness:
             self.retired.append(old)
         # A standby for the new primary; with synchronous replication commits wait for it.
         self.make_standby(lineage)
-        self.migrate_s = time.time() - migrating
+        # The restored fleet's clocks, as the clients come back, read up to 2 s before the last
+        # ids (however long the migration took): behind, but within the floor's horizon. (An
+        # earlier version stepped by the previous migration's length and, when migrations grew
+        # slower, left the clock 20-36 s behind, past what the floor is followed for.)
+        behind = old_p.offset - (time.time() - migrating) - back
+        for server in (new, lineage.standby):
+            server.set_offset(behind)
         lineage.paused_clients.clear()
 
     def nemesis(self):
