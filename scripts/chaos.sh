@@ -43,11 +43,13 @@ fi
 
 log "chaos: MODE=$MODE SEED=$SEED DURATION=${DURATION}s${SABOTAGE:+ SABOTAGE=$SABOTAGE}"
 harness_rc=0
-as_postgres /usr/bin/python3 "$REPO_ROOT/chaos/harness.py" --work "$work" --bin "$bin" --seed "$SEED" \
+# The harness runs as postgres, who may not read the checkout (a clone under a private directory).
+$SUDO install -o postgres -g postgres -m 0644 "$REPO_ROOT/chaos/harness.py" "$work/harness.py"
+as_postgres /usr/bin/python3 "$work/harness.py" --work "$work" --bin "$bin" --seed "$SEED" \
   --duration "$DURATION" --mode "$MODE" --sabotage "$SABOTAGE" --base-port "${CHAOS_PORT:-5600}" || harness_rc=$?
 out="$REPO_ROOT/target/chaos"
 rm -rf "$out" && mkdir -p "$out/logs"
-cp -r "$work/acked" "$work/errors" "$out/"
+cp -r "$work/acked" "$work/errors" "$out/" 2>/dev/null || true
 cp "$work/faults.jsonl" "$out/" 2>/dev/null || true
 for s in "$work"/servers/*/; do cp "$s/server.log" "$out/logs/$(basename "$s").log" 2>/dev/null || true; done
 [ "$harness_rc" -eq 0 ] || die "the harness failed (exit $harness_rc); see $out/logs and $out/faults.jsonl"
