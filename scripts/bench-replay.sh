@@ -116,7 +116,8 @@ file system \`$(df -T "$dir" | awk 'NR == 2 { print $2 }')\`, fsync on.
 | replay per record / in-place write | $(ratio "$in_place") |
 | replay per record / new file and rename | $(ratio "$renamed") |
 
-The rest of a record's time is CPU in the startup process (the row above). A busy primary renews its reservation about four times a second, so $logged records are about
+The rest of a record's time is CPU in the startup process (the row above).
+A busy primary renews its reservation about four times a second, so $logged records are about
 $(( logged / 4 / 60 )) minutes of its WAL.
 EOF
 cat "$out"
