@@ -261,7 +261,7 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
             {
                 return Ok(Record::Remembered(good));
             }
-            lock_for_reading(table, lock)?;
+            retry_lock_for_reading(table, lock)?;
         }
         let rel = pg_sys::try_relation_open(table, pg_sys::NoLock as pg_sys::LOCKMODE);
         if rel.is_null() {
@@ -314,24 +314,24 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     Ok(Record::Read(recorded, hash | 1))
 }
 
-/// Takes `lock` on the record table without joining its lock queue, when it was not free at once
-/// and no good check of this database is remembered: tries again every few milliseconds for as
+/// Takes `lock` on the record table without joining its lock queue, once the caller found it not
+/// free and no good check of this database remembered: tries again every few milliseconds for as
 /// long as a call may wait (`snowflake_id.max_rewind_wait`).
 ///
 /// # Errors
 /// 55P03 when the lock stays taken that long.
-fn lock_for_reading(table: pg_sys::Oid, lock: pg_sys::LOCKMODE) -> Result<(), ErrorReport> {
+fn retry_lock_for_reading(table: pg_sys::Oid, lock: pg_sys::LOCKMODE) -> Result<(), ErrorReport> {
     let budget = std::time::Duration::from_millis(u64::from(guc::clock_policy().max_wait_ms));
     let started = std::time::Instant::now();
-    // SAFETY: PostgreSQL's relation-lock API; a lock taken here is released at the end of the
-    // transaction or by the caller's table_close.
-    while !unsafe { pg_sys::ConditionalLockRelationOid(table, lock) } {
-        if started.elapsed() >= budget {
-            return Err(errors::space_record_locked(budget.as_millis()));
-        }
+    while started.elapsed() < budget {
         clock::wait_on_latch_ms(5);
+        // SAFETY: PostgreSQL's relation-lock API; a lock taken here is released at the end of the
+        // transaction or by the caller's table_close.
+        if unsafe { pg_sys::ConditionalLockRelationOid(table, lock) } {
+            return Ok(());
+        }
     }
-    Ok(())
+    Err(errors::space_record_locked(budget.as_millis()))
 }
 
 /// The floor's column: the fourth, `minted_before timestamptz`.
