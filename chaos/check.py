@@ -116,20 +116,17 @@ def main(work, out):
                          "re_minted": final.get(k, 0) > 0})
     # Duplicates: an id stored twice anywhere, or acknowledged twice (a lost row's id minted
     # again counts under re-minted instead, in asynchronous mode only).
-    dup_final = sum(n - 1 for n in final.values() if n > 1)
-    explained = sum(1 for l in lost if l["re_minted"])
-    dup_acked = sum(n - 1 for n in acked_count.values() if n > 1)
-    duplicates = {"snowflake": 0, "uuidv7": 0}
-    for (kind, _), n in final.items():
-        if n > 1:
-            duplicates[kind] += n - 1
-    for (kind, _), n in acked_count.items():
-        if n > 1:
-            duplicates[kind] += n - 1
-    if mode == "async":
-        for l in lost:
-            if l["re_minted"]:
-                duplicates[l["kind"]] -= 1
+    stored_twice, acked_twice = collections.Counter(), collections.Counter()
+    for counts, extra in ((final, stored_twice), (acked_count, acked_twice)):
+        for (kind, _), n in counts.items():
+            if n > 1:
+                extra[kind] += n - 1
+    re_minted = collections.Counter(l["kind"] for l in lost if l["re_minted"])
+    duplicates = {
+        kind: stored_twice[kind] + acked_twice[kind] - (re_minted[kind] if mode == "async" else 0)
+        for kind in ("snowflake", "uuidv7")
+    }
+    dup_final, dup_acked, explained = (sum(c.values()) for c in (stored_twice, acked_twice, re_minted))
 
     # Order: sweep the requests by send time against the acknowledgements by acknowledgement time.
     # Lost rows are left out in asynchronous mode (their own count covers them).
