@@ -452,19 +452,23 @@ pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
     ))
 }
 
-/// A database's recorded floor lies further ahead of the clock than the generators may wait for
-/// (a WARNING in the server log): the generators were raised to the horizon only.
-pub fn floor_beyond_horizon(floor_unix_ms: i64, horizon_ms: i64) -> ErrorReport {
+/// A database's recorded floor lies further ahead of the clock than a call may wait for (a
+/// restore onto a server whose clock is behind): its ids refuse, since ids minted below the floor
+/// could repeat ids the database holds.
+pub fn floor_beyond_horizon(floor_unix_ms: i64, now_unix_ms: i64, horizon_ms: i64) -> ErrorReport {
     ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_WARNING,
+        PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
         format!(
-            "snowflake_id: this database records ids minted until {}, more than {horizon_ms} ms ahead of this server's clock",
-            time::format_unix_ms(floor_unix_ms)
+            "this database holds ids minted until {}, {} ms ahead of this server's clock",
+            time::format_unix_ms(floor_unix_ms),
+            floor_unix_ms.saturating_sub(now_unix_ms)
         ),
         FUNC,
     )
-    .set_detail("The first id in this database waited only as long as a call may wait for the clock (snowflake_id.max_rewind_wait, the lead, and a second). New ids may sort below ids stored meanwhile.")
-    .set_hint("Check this server's clock against the one the database comes from; snowflake_id_advance() moves the generators past that time on purpose.")
+    .set_detail(format!(
+        "Ids minted before then could repeat ids the database holds, and a call waits for the clock at most {horizon_ms} ms (snowflake_id.max_rewind_wait, the lead, and a second). Ids in this database resume once the clock is that close to the time the record gives (snowflake_id_space.minted_before); other databases are not affected."
+    ))
+    .set_hint("Check this server's clock against the one the database comes from (a restore or upgrade onto a server whose clock is behind). A larger snowflake_id.max_rewind_wait lets the first id wait out a larger step.")
 }
 
 /// A generator called in parallel mode (from a function a user marked parallel safe) needed to

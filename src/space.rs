@@ -141,7 +141,7 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
         Ordering::Relaxed,
     );
     if !shmem::database_checked(database, fingerprint) {
-        wait_for_floor(floor, mismatch.is_none());
+        wait_for_floor(floor, mismatch.is_none())?;
         // Only once the wait is over: another session of this database checking meanwhile
         // waits too.
         shmem::mark_database_checked(database, fingerprint);
@@ -171,25 +171,31 @@ enum Record {
 /// generators are raised to the floor only once the clock has passed it: every database shares
 /// them, and one database's record must not make another database's ids wait. The snowflake
 /// generators count only when the record names the server's id space, since otherwise its times
-/// mean nothing here.
-fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
+/// mean nothing here. A floor further ahead than a call may wait fails the call (58000), and the
+/// database stays unchecked, so that every later call looks again.
+fn wait_for_floor(floor: MintedBefore, snowflake: bool) -> Result<(), ErrorReport> {
     if cfg!(any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")) {
-        return;
+        return Ok(());
     }
     let layout = guc::layout();
     let now = clock::now_unix_ms();
     let horizon = space::horizon_ms(&guc::clock_policy());
+    let tl = layout.timeline();
+    let words_at = |ms: i64| (snowflake.then(|| tl.first_word_at(ms)), uuidv7::TIMELINE.first_word_at(ms));
     let to = match space::wait_target(floor, now, horizon) {
-        FloorWait::None => return,
+        FloorWait::None => return Ok(()),
         FloorWait::To(ms) => ms,
-        FloorWait::Capped { to, floor } => {
-            errors::floor_beyond_horizon(floor, horizon).report(PgLogLevel::WARNING);
-            to
+        // Further ahead than a call may wait: refuse, in this database only, rather than mint
+        // below ids it may hold; unless the generators are past the floor already.
+        FloorWait::Beyond { floor } => {
+            let (snowflake_word, uuidv7_word) = words_at(floor);
+            if shmem::generators_at_least(snowflake_word, uuidv7_word) {
+                return Ok(());
+            }
+            return Err(errors::floor_beyond_horizon(floor, now, horizon));
         }
     };
-    let tl = layout.timeline();
-    let snowflake_word = snowflake.then(|| tl.first_word_at(to));
-    let uuidv7_word = uuidv7::TIMELINE.first_word_at(to);
+    let (snowflake_word, uuidv7_word) = words_at(to);
     if !shmem::generators_at_least(snowflake_word, uuidv7_word) {
         // Until the first tick that starts at or after the floor: the floor's own tick may hold
         // ids (a reservation covers the ticks that start before it).
@@ -207,6 +213,7 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) {
     if floor == MintedBefore::Unknown {
         UNKNOWN_WAITED.store(true, Ordering::Relaxed);
     }
+    Ok(())
 }
 
 /// Sleeps until the generators' clock reads `unix_ms`.

@@ -23,9 +23,9 @@ use super::time::{self, NS_PER_MS};
 /// a call may wait for the clock to catch up with a generator that runs ahead
 /// ([`catch_up_budget_ns`], 2 s with the default settings), less [`HORIZON_HEADROOM_MS`], so
 /// that the first call after a wait to the horizon waits within its budget however its sleeps
-/// overrun. A floor further ahead (a clock far ahead where the database was minted, a value a
-/// superuser wrote by hand) is not followed: following it would make every call on the server
-/// refuse until the clock got there.
+/// overrun. A floor further ahead (a restore onto a server whose clock is behind, a value a
+/// superuser wrote by hand) is not waited for: the database's ids refuse until the clock is
+/// within the horizon of it, since ids minted below it could repeat ids the database holds.
 pub fn horizon_ms(policy: &ClockPolicy) -> i64 {
     i64::try_from(catch_up_budget_ns(policy) / NS_PER_MS as u64).map_or(i64::MAX, |b| b - HORIZON_HEADROOM_MS)
 }
@@ -73,9 +73,9 @@ pub enum FloorWait {
     None,
     /// Wait until this Unix millisecond.
     To(i64),
-    /// The floor lies past the horizon: wait until the horizon, and say so.
-    Capped {
-        to: i64,
+    /// The floor lies past the horizon: no call may wait that long, and no id may be minted
+    /// below it (it could repeat one the database holds), so the call refuses.
+    Beyond {
         floor: i64,
     },
 }
@@ -86,7 +86,7 @@ pub fn wait_target(floor: MintedBefore, now_unix_ms: i64, horizon_ms: i64) -> Fl
     match floor {
         MintedBefore::Nothing => FloorWait::None,
         MintedBefore::Unknown => FloorWait::To(horizon),
-        MintedBefore::At(f) if f > horizon => FloorWait::Capped { to: horizon, floor: f },
+        MintedBefore::At(f) if f > horizon => FloorWait::Beyond { floor: f },
         MintedBefore::At(f) => FloorWait::To(f),
     }
 }
@@ -175,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn the_generators_follow_a_floor_up_to_the_horizon() {
+    fn a_floor_is_waited_for_up_to_the_horizon_and_refused_beyond() {
         let h = horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 1000 });
         assert_eq!(h, 1750, "the default settings wait up to 2 s for a generator ahead, less the headroom");
         assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 15_750);
@@ -185,8 +185,10 @@ mod tests {
         assert_eq!(wait_target(MintedBefore::At(now + 1500), now, h), FloorWait::To(now + 1500));
         assert_eq!(
             wait_target(MintedBefore::At(now + 86_400_000), now, h),
-            FloorWait::Capped { to: now + h, floor: now + 86_400_000 }
+            FloorWait::Beyond { floor: now + 86_400_000 }
         );
+        assert_eq!(wait_target(MintedBefore::At(now + h), now, h), FloorWait::To(now + h));
+        assert_eq!(wait_target(MintedBefore::At(now + h + 1), now, h), FloorWait::Beyond { floor: now + h + 1 });
         assert_eq!(wait_target(MintedBefore::Unknown, now, h), FloorWait::To(now + h));
     }
 }
