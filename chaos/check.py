@@ -46,7 +46,7 @@ DOCUMENTED = {
     "57P02": "terminating connection because of crash of another server process",
     "57P03": "the database system is starting up, or in recovery",
     "25006": "a read-only transaction: the server was a standby when the statement began",
-    "58000": "the clock stepped back further than snowflake_id.max_rewind_wait: the call refuses, and later calls mint again",
+    "58000": "the clock stepped back further than snowflake_id.max_rewind_wait, or a restored database's floor lies further ahead of the clock than a call waits: the call refuses, and later calls mint again",
 }
 
 
