@@ -40,8 +40,12 @@ SELECT 'type ' || t.oid::regtype::text || ' typtype=' || t.typtype::text
        || ' acl=' || coalesce(t.typacl::text, 'default')
 FROM m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
 UNION ALL
+SELECT 'schema ' || n.nspname || ' acl=' || coalesce(n.nspacl::text, 'default')
+       || ' comment=' || coalesce(obj_description(n.oid, 'pg_namespace'), '')
+FROM m JOIN pg_namespace n ON m.classid = 'pg_namespace'::regclass AND n.oid = m.objid
+UNION ALL
 SELECT 'object ' || pg_describe_object(m.classid, m.objid, 0)
-FROM m WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_class'::regclass, 'pg_type'::regclass)
+FROM m WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_class'::regclass, 'pg_type'::regclass, 'pg_namespace'::regclass)
 UNION ALL
 SELECT 'index ' || i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid)
 FROM m JOIN pg_index i ON m.classid = 'pg_class'::regclass AND i.indrelid = m.objid
