@@ -142,7 +142,7 @@ conf="$SNOWFLAKE_RUN_DIR/$NAME/data/postgresql.conf"
 # record_space: the database records the server's current layout and epoch (the README's way
 # to start a new id space on purpose in a database that holds no id of the old one).
 record_space() {
-  q -c "DELETE FROM snowflake_id_space" -c "INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout()" >/dev/null
+  q -c "DELETE FROM snowflake_id_private.snowflake_id_space" -c "INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout()" >/dev/null
 }
 set_conf() { as_postgres sed -i '/^snowflake_id\./d' "$conf"; [ $# -eq 0 ] || printf '%s\n' "$@" | as_postgres tee -a "$conf" >/dev/null; }
 check "ALTER SYSTEM refuses an overwide layout at once" "22023" \
@@ -207,8 +207,8 @@ check "sonyflake preset: 1,024 ids need at least 4 ticks of 10 ms (256 ids each)
 
 # A restored floor in the middle of a 10 ms tick: that tick may hold ids (a reservation covers the
 # ticks that start before it), so the first new id starts at the next tick, not in that one.
-floor="$(q -c "DELETE FROM snowflake_id_space" -c "WITH f AS (SELECT to_timestamp(ceil(extract(epoch FROM clock_timestamp() + interval '300 ms') * 100) / 100) + interval '5 ms' AS t)
-  INSERT INTO snowflake_id_space (layout, epoch, minted_before) SELECT l.layout, l.epoch, f.t FROM snowflake_layout() l, f RETURNING minted_before")"
+floor="$(q -c "DELETE FROM snowflake_id_private.snowflake_id_space" -c "WITH f AS (SELECT to_timestamp(ceil(extract(epoch FROM clock_timestamp() + interval '300 ms') * 100) / 100) + interval '5 ms' AS t)
+  INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, minted_before) SELECT l.layout, l.epoch, f.t FROM snowflake_layout() l, f RETURNING minted_before")"
 check "a restored floor inside a 10 ms tick: the first new id starts after it" "t" \
   "$(q -c "SELECT snowflake_timestamp(snowflake_next(3)) >= '$floor'::timestamptz")"
 record_space

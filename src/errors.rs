@@ -446,7 +446,7 @@ pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
         capitalized(&m.to_string())
     ))
     .set_hint(format!(
-        "Set snowflake_id.layout = '{}' and snowflake_id.epoch = '{}' in postgresql.conf and restart. Only if this database holds no snowflake id of the recorded space, record this server's instead: DELETE FROM snowflake_id_space; INSERT INTO snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();",
+        "Set snowflake_id.layout = '{}' and snowflake_id.epoch = '{}' in postgresql.conf and restart. Only if this database holds no snowflake id of the recorded space, record this server's instead: DELETE FROM snowflake_id_private.snowflake_id_space; INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();",
         m.recorded.layout,
         time::format_unix_ms(m.recorded.epoch_unix_ms)
     ))
@@ -466,7 +466,7 @@ pub fn floor_beyond_horizon(floor_unix_ms: i64, now_unix_ms: i64, horizon_ms: i6
         FUNC,
     )
     .set_detail(format!(
-        "Ids minted before then could repeat ids the database holds, and a call waits for the clock at most {horizon_ms} ms (snowflake_id.max_rewind_wait, the lead, and a second). Ids in this database resume once the clock is that close to the time the record gives (snowflake_id_space.minted_before); other databases are not affected."
+        "Ids minted before then could repeat ids the database holds, and a call waits for the clock at most {horizon_ms} ms (snowflake_id.max_rewind_wait, the lead, and a second). Ids in this database resume once the clock is that close to the time the record gives (snowflake_id_private.snowflake_id_space.minted_before); other databases are not affected."
     ))
     .set_hint("Check this server's clock against the one the database comes from (a restore or upgrade onto a server whose clock is behind). A larger snowflake_id.max_rewind_wait lets the first id wait out a larger step.")
 }
@@ -488,7 +488,7 @@ pub fn floor_in_parallel_mode() -> ErrorReport {
 pub fn floor_not_written(why: &str) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_id: this database's record of minted ids (snowflake_id_space.minted_before) was not advanced: {why}"),
+        format!("snowflake_id: this database's record of minted ids (snowflake_id_private.snowflake_id_space.minted_before) was not advanced: {why}"),
         FUNC,
     )
     .set_detail("The id was issued anyway; the next id that passes the recorded time advances it. A dump taken before then records too early a time for the newest ids.")
@@ -528,7 +528,7 @@ pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
         FUNC,
     )
     .set_detail("The generators read the database's record of its id space before a session's first id, and wait for its lock no longer than snowflake_id.max_rewind_wait.")
-    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_space; the next call tries again.")
+    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_private.snowflake_id_space (only superusers, the database's owner and pg_read_all_data can name it); the next call tries again.")
 }
 
 /// The record table's columns are not the ones the extension created.

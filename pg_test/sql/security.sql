@@ -3,6 +3,7 @@
 --    expression that tries to make its owner a superuser runs as the owner, under a
 --    security-restricted operation, in a dry run, a conversion and an unconversion.
 -- 2. The trigger on snowflake_id_space runs only as a trigger (39P01), and PUBLIC may not call it.
+--    A plain role cannot lock the record: it cannot even name it (42501 before any lock).
 -- 3. The fleet check's rules for a grantee that is not a superuser (no connection needed): a
 --    password of its own (2F003), no keyword that reads the server's files (42501); and the
 --    server's switch, which refuses everyone (55000).
@@ -55,8 +56,19 @@ SELECT snowflake_id_space_changed();
 \echo :LAST_ERROR_SQLSTATE
 -- As a trigger it still tells the backends (a change to the record is read at once).
 BEGIN;
-UPDATE snowflake_id_space SET recorded_at = recorded_at;
+UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at;
 ROLLBACK;
+-- A PREPARE locks a table before its privileges are checked, and CREATE RULE asks for ACCESS
+-- EXCLUSIVE before it checks ownership: held and queued, they would hold up every new session's
+-- first id. Neither gets a lock on the record: the schema refuses the name first.
+-- (The TAP test t/003 shows the stall this prevents.)
+SET ROLE regress_sfid_alice;
+PREPARE p AS SELECT FROM snowflake_id_private.snowflake_id_space;
+CREATE RULE r AS ON INSERT TO snowflake_id_private.snowflake_id_space DO INSTEAD NOTHING;
+SET search_path = snowflake_id_private, public;
+PREPARE p AS SELECT FROM snowflake_id_space;
+RESET search_path;
+RESET ROLE;
 
 -- 3. The fleet check for a grantee that is not a superuser: judged before any connection.
 CREATE ROLE regress_sfid_monitor IN ROLE pg_monitor;

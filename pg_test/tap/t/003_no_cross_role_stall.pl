@@ -85,7 +85,7 @@ $holder->quit;
 # Alice's database waits for it. Bob's ids stay with the clock (0.2.0's successor raised every
 # generator of the server to a record's floor, and made Bob wait too).
 my $floor = $node->safe_psql('alice_db', q{
-	INSERT INTO snowflake_id_space (layout, epoch, minted_before)
+	INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, minted_before)
 	SELECT layout, epoch, clock_timestamp() + interval '10 s' FROM snowflake_layout() RETURNING minted_before});
 # Alice's first id after the record changed waits for the floor, in the background.
 my $alice = $node->background_psql('alice_db', extra_params => [ '-U', 'regress_alice' ]);
@@ -99,51 +99,72 @@ is($node->safe_psql('alice_db', "SELECT snowflake_timestamp(snowflake_next(3)) >
 	't', "Alice's database mints after its floor");
 $alice->quit;
 
-# The record's lock queue (reviews of 0.3.0). A plain role cannot read the record, but can still
-# hold its lock: a PREPARE locks a table before its privileges are checked. With a CREATE RULE of
-# its own queued behind (the rule asks for ACCESS EXCLUSIVE before it checks ownership), every
-# new session's first id would queue too. A new session uses the last good check another backend
-# left in shared memory; without one (a record changed since), it fails after max_rewind_wait
-# with 55P03 instead of waiting for as long as the locks last.
-($rc, $out, $err) = $node->psql('bob_db', 'SELECT count(*) FROM snowflake_id_space', extra_params => [ '-U', 'regress_alice' ]);
-like($err, qr/permission denied/, 'a plain role cannot read the record');
+# The record's lock queue (reviews of 0.3.0). A role that can name a table can lock it: a PREPARE
+# locks before privileges are checked, and CREATE RULE asks for ACCESS EXCLUSIVE before it checks
+# ownership; held and queued, they would hold up every new session's first id. The record lives in
+# a schema PUBLIC may not use, so a plain role cannot name it: its PREPARE and CREATE RULE fail
+# before any lock.
+($rc, $out, $err) = $node->psql('bob_db', 'SELECT count(*) FROM snowflake_id_private.snowflake_id_space', extra_params => [ '-U', 'regress_alice' ]);
+like($err, qr/permission denied for schema/, 'a plain role cannot name the record');
+($rc, $out, $err) = $node->psql('bob_db', 'BEGIN; PREPARE p AS SELECT FROM snowflake_id_private.snowflake_id_space', extra_params => [ '-U', 'regress_alice' ]);
+like($err, qr/permission denied for schema/, 'nor lock it with a PREPARE');
 $node->safe_psql('postgres', "ALTER SYSTEM SET snowflake_id.max_rewind_wait = '2s'");
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$node->safe_psql('postgres', 'CREATE ROLE regress_carol LOGIN');
 my ($holder_q, $rule_q);
+# $who holds the record's lock, and queues a CREATE RULE behind it as far as it can.
 sub queue_behind_the_record
 {
-	$holder_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+	my ($who) = @_;
+	$holder_q = $node->background_psql('bob_db', extra_params => [ '-U', $who ], on_error_stop => 0);
 	$holder_q->query_safe('BEGIN');
-	$holder_q->query('PREPARE p AS SELECT FROM snowflake_id_space');
-	$rule_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
-	$rule_q->query_until(qr/queued/, "\\echo queued\nCREATE RULE r AS ON INSERT TO snowflake_id_space DO INSTEAD NOTHING;\n");
-	$node->poll_query_until('bob_db', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
-		or die 'the CREATE RULE never queued';
+	$holder_q->query('SELECT FROM snowflake_id_private.snowflake_id_space LIMIT 0');
+	$rule_q = $node->background_psql('bob_db', extra_params => [ '-U', $who ], on_error_stop => 0);
+	$rule_q->query_until(qr/queued/, "\\echo queued\nCREATE RULE r AS ON INSERT TO snowflake_id_private.snowflake_id_space DO INSTEAD NOTHING;\n\\echo done\n");
+}
+sub rule_waits
+{
+	return $node->poll_query_until('bob_db', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'});
 }
 sub release_the_record
 {
-	$holder_q->query_safe('ROLLBACK');
+	$holder_q->query('ROLLBACK');
 	$holder_q->quit;
 	$rule_q->quit;
 }
-sub bob_first_id
+sub first_id
 {
+	my ($who) = @_;
 	my $t0 = time;
 	my ($rc, $out, $err) = $node->psql('bob_db', 'SELECT snowflake_next(2) > 0',
-		extra_params => [ '-U', 'regress_bob', '-v', 'VERBOSITY=verbose' ], timeout => 60);
+		extra_params => [ '-U', $who, '-v', 'VERBOSITY=verbose' ], timeout => 60);
 	return ($out, $err, time - $t0);
 }
-# A record change (a superuser's) makes every remembered check stale.
-$node->safe_psql('bob_db', 'UPDATE snowflake_id_space SET recorded_at = recorded_at');
-queue_behind_the_record();
-my ($got, $why, $took) = bob_first_id();
-like($why, qr/55P03/, "no good check since the record changed: a new session's first id fails with 55P03");
+# A record change (a superuser's) makes every remembered check stale: the next first id must
+# read the record.
+$node->safe_psql('bob_db', 'UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at');
+queue_behind_the_record('regress_alice');
+like($rule_q->query('SELECT 1'), qr/1/, "a plain role's CREATE RULE on the record fails at once, without queueing");
+my ($got, $why, $took) = first_id('regress_carol');
+is($got, 't', "a plain role holding what it can and queueing what it can: another role's first id mints ($took s) $why");
+release_the_record();
+
+# The database's owner (and superusers, and pg_read_all_data) can name the record, and so hold its
+# queue, in that database only. A new session then uses the last good check another backend left
+# in shared memory; without one (a record changed since), it fails after max_rewind_wait with
+# 55P03 instead of waiting for as long as the locks last.
+$node->safe_psql('bob_db', 'UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at');
+queue_behind_the_record('regress_bob');
+rule_waits() or die 'the CREATE RULE never queued';
+($got, $why, $took) = first_id('regress_carol');
+like($why, qr/55P03/, "the owner's lock queue, no good check since the record changed: a new session's first id fails with 55P03");
 cmp_ok($took, '<', 30, "and does not wait for the locks ($took s)");
 release_the_record();
-is($node->safe_psql('bob_db', 'SELECT snowflake_next(2) > 0', extra_params => [ '-U', 'regress_bob' ]), 't',
+is($node->safe_psql('bob_db', 'SELECT snowflake_next(2) > 0', extra_params => [ '-U', 'regress_carol' ]), 't',
 	'the lock released, the next session mints (and leaves its check)');
-queue_behind_the_record();
-($got, $why, $took) = bob_first_id();
+queue_behind_the_record('regress_bob');
+rule_waits() or die 'the CREATE RULE never queued';
+($got, $why, $took) = first_id('regress_carol');
 is($got, 't', "with a good check left since the record last changed, a new session mints at once ($took s): $why");
 release_the_record();
 
