@@ -1,5 +1,8 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: demo test bench bench-replay chaos package test-package fmt
+.PHONY: help demo test bench bench-replay chaos package test-package dist install fmt
+
+help:   ## list the commands (a plain `make` does nothing else)
+	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
 
 demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
 	bash scripts/demo.sh
@@ -22,6 +25,16 @@ package: ## Debian packages postgresql-NN-snowflake-id for PostgreSQL 14-18 (PG_
 
 test-package: ## the PostgreSQL 15 package end to end on Debian's own server (installs and removes it)
 	bash scripts/test-package.sh
+
+dist:   ## the source archive PGXN takes, target/dist/snowflake_id-VERSION.zip
+	bash scripts/dist.sh
+
+# As PGXN's client and PGXS users expect: `make install` into the server PG_CONFIG names, with a
+# Rust toolchain and cargo-pgrx 0.18.1 (see the README's "From source").
+PG_CONFIG ?= pg_config
+PG_MAJOR = $(shell $(PG_CONFIG) --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+install: ## build and install into the PostgreSQL that PG_CONFIG names (cargo-pgrx needed)
+	cargo pgrx install --release --no-default-features --features pg$(PG_MAJOR) --pg-config $(PG_CONFIG)
 
 fmt:
 	cargo fmt
