@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: help demo test bench bench-replay chaos package test-package dist install fmt
+.PHONY: help demo test bench bench-replay chaos package test-package extension-image test-image dist install fmt
 
 help:   ## list the commands (a plain `make` does nothing else)
 	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
@@ -25,6 +25,12 @@ package: ## Debian packages postgresql-NN-snowflake-id for PostgreSQL 14-18 (PG_
 
 test-package: ## the PostgreSQL 15 package end to end on Debian's own server (installs and removes it)
 	bash scripts/test-package.sh
+
+extension-image: ## an OCI image of the PostgreSQL 18 extension for CloudNativePG (target/image/snowflake-id)
+	bash scripts/image.sh
+
+test-image: ## the image's files on a PostgreSQL 18 server that has none of its own (make extension-image first)
+	bash scripts/test-image.sh
 
 dist:   ## the source archive PGXN takes, target/dist/snowflake_id-VERSION.zip
 	bash scripts/dist.sh
