@@ -12,8 +12,9 @@
 //! ([`cover`]), so that the floor a dump or `pg_upgrade` carries lies above every id in the data.
 //!
 //! # What is read and written, and by whom
-//! Only the extension's own table, found as a member of the extension, never by name alone, and
-//! only its rows; no user table, index or role's code is ever read or run. It is read with a
+//! Only the extension's own table, `snowflake_id_private.snowflake_id_space` (in a schema that
+//! `PUBLIC` may not use and only superusers write into; before the update to 0.3.0, the
+//! extension's member of that name), and only its rows; no user table, index or role's code is ever read or run. It is read with a
 //! heap scan under a fresh catalog snapshot, so that a statement (or a repeatable-read
 //! transaction) that began before a change committed still sees it, since the change's notice
 //! (`shmem::space_generation`) is consumed by this check. The floor is written in place
@@ -27,9 +28,11 @@
 //!
 //! # Never waiting, never failing an id
 //! The record is read under `ACCESS SHARE` taken only when it is free: a session holding a lock
-//! with a stronger request queued behind it (any role can: a `PREPARE` locks a table before its
-//! privileges are checked, and `CREATE RULE` asks for ACCESS EXCLUSIVE before it checks
-//! ownership) would otherwise hold up the first id of every new session. When the lock is not
+//! with a stronger request queued behind it (a `PREPARE` locks a table before its privileges are
+//! checked, and `CREATE RULE` asks for ACCESS EXCLUSIVE before it checks ownership; a role that
+//! may name the table, or a superuser's maintenance queued behind any role's lock) would
+//! otherwise hold up the first id of every new session. It is found through the system caches,
+//! not a query of `pg_extension` or `pg_depend`, whose lock queues any role can form. When the lock is not
 //! free, a new session uses the last good check of its database that another backend left in
 //! shared memory (`shmem::remembered_verdict`), if no record changed since; without one, it tries
 //! again every few milliseconds for as long as a call may wait, then fails with 55P03.
@@ -227,32 +230,18 @@ fn sleep_until(unix_ms: i64) {
     }
 }
 
-/// The rows of the extension's own `snowflake_id_space` table (found as a member of the
-/// extension, never by name alone; none before an update to 0.2.0), and a fingerprint of their
-/// layouts, epochs and record times (not their floors, which the extension advances itself),
-/// so that a database whose record changed is waited for again.
+/// The rows of the extension's own `snowflake_id_space` table ([`find_record_table`]; none
+/// before an update to 0.2.0), and a fingerprint of their layouts, epochs and record times (not
+/// their floors, which the extension advances itself), so that a database whose record changed is
+/// waited for again.
 fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
-    let table = Spi::connect(|client| {
-        let t = client.select(
-            "SELECT c.oid
-             FROM pg_extension e
-             JOIN pg_depend d ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
-                             AND d.deptype = 'e' AND d.classid = 'pg_class'::regclass
-             JOIN pg_class c ON c.oid = d.objid AND c.relname = 'snowflake_id_space' AND c.relkind = 'r'
-             WHERE e.extname = 'snowflake_id'",
-            None,
-            &[],
-        )?;
-        if t.is_empty() {
-            Ok(None)
-        } else {
-            t.first().get_one::<pg_sys::Oid>()
+    let table = match find_record_table(database, generation)? {
+        Found::Table(table) => table,
+        Found::Remembered(good) => return Ok(Record::Remembered(good)),
+        Found::None => {
+            RECORD_TABLE.store(0, Ordering::Relaxed);
+            return Ok(Record::Read(Vec::new(), 1));
         }
-    })
-    .map_err(errors::catalog_query)?;
-    let Some(table) = table else {
-        RECORD_TABLE.store(0, Ordering::Relaxed);
-        return Ok(Record::Read(Vec::new(), 1));
     };
     let mut recorded = Vec::new();
     let mut identities: Vec<(String, i64, i64)> = Vec::new();
@@ -268,7 +257,7 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
             {
                 return Ok(Record::Remembered(good));
             }
-            retry_lock_for_reading(table, lock)?;
+            retry_locks(&[u32::from(table)], lock)?;
         }
         let rel = pg_sys::try_relation_open(table, pg_sys::NoLock as pg_sys::LOCKMODE);
         if rel.is_null() {
@@ -321,20 +310,109 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     Ok(Record::Read(recorded, hash | 1))
 }
 
-/// Takes `lock` on the record table without joining its lock queue, once the caller found it not
-/// free and no good check of this database remembered: tries again every few milliseconds for as
-/// long as a call may wait (`snowflake_id.max_rewind_wait`).
+/// What [`find_record_table`] found.
+enum Found {
+    Table(pg_sys::Oid),
+    /// No record (a database still at 0.1.0).
+    None,
+    /// The catalogs were locked: the last good check of this database since its record changed.
+    Remembered(shmem::GoodCheck),
+}
+
+/// The schema `CREATE EXTENSION` makes for the record, which `PUBLIC` may not use.
+const RECORD_SCHEMA: &std::ffi::CStr = c"snowflake_id_private";
+const RECORD_NAME: &std::ffi::CStr = c"snowflake_id_space";
+
+/// The record table. Since 0.3.0 it is `snowflake_id_private.snowflake_id_space`, found by name
+/// through the system caches, as any statement finds a table (and owned by a superuser, as
+/// `CREATE EXTENSION` makes it: a database owner's own schema of that name before the update is
+/// not the record). Before the update to 0.3.0, it is the extension's member of that name, which a
+/// catalog query finds; the catalogs it reads are locked first only when that is free, as the
+/// record is (a `CREATE RULE` on `pg_extension` queues before it checks ownership).
+fn find_record_table(database: u32, generation: u64) -> Result<Found, ErrorReport> {
+    // SAFETY: syscache lookups by name and OID, as the parser's.
+    unsafe {
+        let schema = pg_sys::get_namespace_oid(RECORD_SCHEMA.as_ptr(), true);
+        if schema != pg_sys::InvalidOid {
+            let table = pg_sys::get_relname_relid(RECORD_NAME.as_ptr(), schema);
+            if table != pg_sys::InvalidOid
+                && pg_sys::get_rel_relkind(table) == pg_sys::RELKIND_RELATION as std::ffi::c_char
+                && owned_by_superuser(table)
+            {
+                return Ok(Found::Table(table));
+            }
+        }
+    }
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    if !lock_all_at_once(MEMBER_QUERY_CATALOGS, lock) {
+        if let Some(good) = shmem::remembered_verdict(database, generation) {
+            return Ok(Found::Remembered(good));
+        }
+        retry_locks(MEMBER_QUERY_CATALOGS, lock)?;
+    }
+    let table = Spi::connect(|client| {
+        let t = client.select(
+            "SELECT c.oid
+             FROM pg_extension e
+             JOIN pg_depend d ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+                             AND d.deptype = 'e' AND d.classid = 'pg_class'::regclass
+             JOIN pg_class c ON c.oid = d.objid AND c.relname = 'snowflake_id_space' AND c.relkind = 'r'
+             WHERE e.extname = 'snowflake_id'",
+            None,
+            &[],
+        )?;
+        if t.is_empty() {
+            Ok(None)
+        } else {
+            t.first().get_one::<pg_sys::Oid>()
+        }
+    })
+    .map_err(errors::catalog_query)?;
+    Ok(table.map_or(Found::None, Found::Table))
+}
+
+/// The catalogs, and every index of theirs, that the query for the extension's member reads or
+/// its planner opens: `pg_extension` (3080, 3081), `pg_depend` (2673, 2674), `pg_class` (2662,
+/// 2663, 3455). Their OIDs are fixed in every major.
+const MEMBER_QUERY_CATALOGS: &[u32] = &[3079, 3080, 3081, 2608, 2673, 2674, 1259, 2662, 2663, 3455];
+
+/// Whether the relation's owner is a superuser.
+///
+/// # Safety
+/// A syscache lookup; call inside a transaction.
+unsafe fn owned_by_superuser(table: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache tuple of pg_class, read and released.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as c_int, pg_sys::Datum::from(table));
+        if tuple.is_null() {
+            return false;
+        }
+        let owner = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple)).relowner;
+        pg_sys::ReleaseSysCache(tuple);
+        pg_sys::superuser_arg(owner)
+    }
+}
+
+/// Takes `lock` on each of `oids` that is free at once, without joining any lock queue; whether
+/// all were.
+fn lock_all_at_once(oids: &[u32], lock: pg_sys::LOCKMODE) -> bool {
+    // SAFETY: PostgreSQL's relation-lock API; a lock taken here is released at the end of the
+    // transaction (a lock already held is taken again at once).
+    oids.iter().all(|&oid| unsafe { pg_sys::ConditionalLockRelationOid(pg_sys::Oid::from(oid), lock) })
+}
+
+/// Takes `lock` on the relations without joining their lock queues, once the caller found one
+/// not free and no good check of this database remembered: tries again every few milliseconds for
+/// as long as a call may wait (`snowflake_id.max_rewind_wait`).
 ///
 /// # Errors
-/// 55P03 when the lock stays taken that long.
-fn retry_lock_for_reading(table: pg_sys::Oid, lock: pg_sys::LOCKMODE) -> Result<(), ErrorReport> {
+/// 55P03 when a lock stays taken that long.
+fn retry_locks(oids: &[u32], lock: pg_sys::LOCKMODE) -> Result<(), ErrorReport> {
     let budget = std::time::Duration::from_millis(u64::from(guc::clock_policy().max_wait_ms));
     let started = std::time::Instant::now();
     while started.elapsed() < budget {
         clock::wait_on_latch_ms(5);
-        // SAFETY: PostgreSQL's relation-lock API; a lock taken here is released at the end of the
-        // transaction or by the caller's table_close.
-        if unsafe { pg_sys::ConditionalLockRelationOid(table, lock) } {
+        if lock_all_at_once(oids, lock) {
             return Ok(());
         }
     }

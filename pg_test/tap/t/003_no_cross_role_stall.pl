@@ -149,6 +149,20 @@ my ($got, $why, $took) = first_id('regress_carol');
 is($got, 't', "a plain role holding what it can and queueing what it can: another role's first id mints ($took s) $why");
 release_the_record();
 
+# The same queue on a catalog any role may name, which the extension's first id read in an earlier
+# build of 0.3.0 (it found its record through pg_extension and pg_depend) without a bound.
+# It now finds the record through the system caches, as any statement finds a table.
+$node->safe_psql('bob_db', 'UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at');
+$holder_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+$holder_q->query_safe('BEGIN');
+$holder_q->query_safe('SELECT FROM pg_catalog.pg_extension LIMIT 0');
+$rule_q = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+$rule_q->query_until(qr/queued/, "\\echo queued\nCREATE RULE r AS ON INSERT TO pg_catalog.pg_extension DO INSTEAD NOTHING;\n");
+rule_waits() or die 'the CREATE RULE on pg_extension never queued';
+($got, $why, $took) = first_id('regress_carol');
+is($got, 't', "a plain role's lock queue on pg_extension: another role's first id mints ($took s) $why");
+release_the_record();
+
 # The database's owner (and superusers, and pg_read_all_data) can name the record, and so hold its
 # queue, in that database only. A new session then uses the last good check another backend left
 # in shared memory; without one (a record changed since), it fails after max_rewind_wait with
