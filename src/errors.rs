@@ -111,6 +111,16 @@ pub fn not_called_as_trigger(function: &str) -> ErrorReport {
     )
 }
 
+/// The record's trigger function fired on another table.
+pub fn trigger_not_on_record(function: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+        format!("{function} runs only as the trigger on snowflake_id's record of the id space"),
+        FUNC,
+    )
+    .set_hint("Drop this trigger: it does nothing on other tables.")
+}
+
 pub fn null_argument(name: &str) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{name} must not be null"), FUNC)
 }

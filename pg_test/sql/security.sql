@@ -54,6 +54,13 @@ DROP SCHEMA alice CASCADE;
 SELECT has_function_privilege('regress_sfid_alice', 'snowflake_id_space_changed()', 'EXECUTE') AS alice_may_execute;
 SELECT snowflake_id_space_changed();
 \echo :LAST_ERROR_SQLSTATE
+-- Nor as a trigger on another table (0.2.0 let PUBLIC attach it anywhere, and such triggers
+-- outlive the update): 39P01.
+CREATE TABLE not_the_record (i int);
+CREATE TRIGGER t AFTER INSERT ON not_the_record FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
+INSERT INTO not_the_record VALUES (1);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE not_the_record;
 -- As a trigger it still tells the backends (a change to the record is read at once).
 BEGIN;
 UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at;

@@ -117,6 +117,21 @@ pub unsafe extern "C-unwind" fn snowflake_id_space_changed(fcinfo: pg_sys::Funct
     if !as_trigger {
         errors::raise(errors::not_called_as_trigger("snowflake_id_space_changed"));
     }
+    // Only on the record: 0.2.0 let PUBLIC attach the function to any table of its own, and such
+    // a trigger outlives the REVOKE, so every insert there would make every backend of the server
+    // read its record again. The record is the extension's `snowflake_id_space`, owned by the
+    // superuser who created the extension; a table of that name that a superuser does not own is
+    // another role's.
+    // SAFETY: the trigger manager's TriggerData, with the relation it fires on, open.
+    let on_record = unsafe {
+        let rel = (*((*fcinfo).context as *mut pg_sys::TriggerData)).tg_relation;
+        let form = (*rel).rd_rel;
+        std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()) == c"snowflake_id_space"
+            && pg_sys::superuser_arg((*form).relowner)
+    };
+    if !on_record {
+        errors::raise(errors::trigger_not_on_record("snowflake_id_space_changed"));
+    }
     crate::shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
         register_xact_callback(PgXactCallbackEvent::Commit, || {
