@@ -182,7 +182,9 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) -> Result<(), ErrorRepor
     }
     let layout = guc::layout();
     let now = clock::now_unix_ms();
-    let horizon = space::horizon_ms(&guc::clock_policy());
+    // As far as a call of either kind may wait: a floor this server wrote covers UUIDv7 ahead of
+    // the clock too.
+    let horizon = space::horizon_ms(&guc::clock_policy()).max(space::horizon_ms(&guc::uuidv7_clock_policy()));
     let tl = layout.timeline();
     let words_at = |ms: i64| (snowflake.then(|| tl.first_word_at(ms)), uuidv7::TIMELINE.first_word_at(ms));
     let to = match space::wait_target(floor, now, horizon) {
