@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# `make test-package`: the package end to end on Debian's own PostgreSQL 15. Builds
-# postgresql-15-snowflake-id (scripts/package.sh), installs it with apt-get, creates a cluster
-# with pg_createcluster, adds the preload, runs the pg_regress suite against that server, then
-# removes the package and checks that nothing of it is left.
+# `make test-package`: the package end to end on Debian's own PostgreSQL 15, from the signed apt
+# repository `make repo` builds (scripts/repo.sh: this release and the previous one), served over
+# HTTP and added with signed-by as the README says (apt's lists for it kept apart from the
+# machine's). A repository signed by another key is refused. The previous release's package is
+# installed, a cluster created with pg_createcluster and the preload added, ids minted; then
+# `apt-get install --only-upgrade`, a restart and ALTER EXTENSION UPDATE, and the new ids must lie
+# above the old. The pg_regress suite runs against the upgraded package, which is then purged, and
+# nothing of it may be left.
 #
 # It leaves the machine as it found it, and refuses rather than guess:
 # - another run of it under way: refused (a lock directory, /run/snowflake-id-test-package);
@@ -23,7 +27,7 @@
 # Ends with "package: N passed, N failed".
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-V=15 CLUSTER=sfid_package PORT=5491
+V=15 CLUSTER=sfid_package PORT=5491 HTTP_PORT=5492
 PASSED=0 FAILED=0
 pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
 fail() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
@@ -39,8 +43,9 @@ package_states() { dpkg-query -W -f='${Package} ${db:Status-Status}\n' | sort; }
 
 lockdir=/run/snowflake-id-test-package
 $SUDO mkdir "$lockdir" 2>/dev/null || die "another make test-package is running (or one was killed: remove $lockdir)"
-work="" cluster_created=no package_installed=no installed_server=no before=""
+work="" cluster_created=no package_installed=no installed_server=no before="" http_pid=""
 cleanup() {
+  if [ -n "$http_pid" ]; then kill "$http_pid" 2>/dev/null || true; fi
   if [ "$cluster_created" = yes ]; then
     $SUDO pg_dropcluster --stop "$V" "$CLUSTER" 2>/dev/null || true
     # The configuration only once the data is gone: never orphan a data directory.
@@ -108,16 +113,42 @@ if [ "$(dpkg_state "postgresql-$V")" != installed ]; then
     if [ -d "$c" ]; then $SUDO pg_dropcluster --stop "$V" "$(basename "$c")"; fi
   done
 fi
-PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/package.sh"
-deb="$REPO_ROOT/target/package/${name}_$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1)_$(dpkg --print-architecture).deb"
-[ -f "$deb" ] || die "package.sh did not build $deb"
+current="$(current_release)" previous="$(previous_release)"
+PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/repo.sh"
 
-log "installing $(basename "$deb") with apt-get"
+# The repository as a user adds it (README, "From an apt repository"), served over HTTP, with the
+# key for signed-by; apt's lists for it are kept apart from the machine's own.
+log "serving target/repo on 127.0.0.1:$HTTP_PORT"
+python3 -m http.server --bind 127.0.0.1 "$HTTP_PORT" --directory "$REPO_ROOT/target/repo" >"$work/http.log" 2>&1 &
+http_pid=$!
+for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$HTTP_PORT/dists/bookworm/InRelease" 2>/dev/null && break; sleep 0.1; done
+install -m 0644 "$REPO_ROOT/target/repo/snowflake-id-archive-keyring.gpg" "$work/keyring.gpg"
+mkdir -p "$work/lists/partial" "$work/sources.d"
+apt_private=(-o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts="$work/sources.d" -o Dir::State::Lists="$work/lists")
+apt_repo() { # apt-get with only the test's repository, signed-by KEYRING
+  local keyring="$1"; shift
+  echo "deb [signed-by=$keyring] http://127.0.0.1:$HTTP_PORT bookworm main" >"$work/sources.list"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${apt_private[@]}" "$@"
+}
+# A repository signed by another key than the one given is refused.
+other="$work/other-gnupg" && install -d -m 0700 "$other"
+GNUPGHOME="$other" gpg --batch --quiet --passphrase '' --quick-generate-key "not the repository's key <nobody@invalid>" ed25519 sign 1d 2>/dev/null
+GNUPGHOME="$other" gpg --batch --export >"$work/other.gpg" && chmod 0644 "$work/other.gpg"
+refused=0
+apt_repo "$work/other.gpg" update -qq >"$work/apt-other.log" 2>&1 || refused=1
+check "apt refuses the repository with a key that did not sign it" "1 yes" \
+  "$refused $(grep -qE "NO_PUBKEY|not signed|signature" "$work/apt-other.log" && echo yes || echo no)"
+rm -rf "$work/lists" && mkdir -p "$work/lists/partial"
+apt_repo "$work/keyring.gpg" update -qq >/dev/null
+check "the repository offers $previous and $current" "$previous $current" \
+  "$(apt-cache "${apt_private[@]}" madison "$name" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | sort -V | paste -sd' ')"
+
+log "installing $name $previous from the repository"
 package_installed=yes
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$deb" >/dev/null
+apt_repo "$work/keyring.gpg" install -y -qq "$name=$previous" >/dev/null
 check "the package installs, depending on postgresql-$V and the libraries it links, recommending libpq5" \
-  "install ok installed|postgresql-$V|yes|libpq5" \
-  "$(dpkg-query -W -f='${Status}|${Depends}|${Recommends}' "$name" | awk -F'|' '{ split($2, d, ", "); print $1 "|" d[1] "|" ($2 ~ /libc6 \(>= [0-9.]+\)/ ? "yes" : "no") "|" $3 }')"
+  "install ok installed|postgresql-$V|yes|libpq5|$previous" \
+  "$(dpkg-query -W -f='${Status}|${Depends}|${Recommends}|${Version}' "$name" | awk -F'|' '{ split($2, d, ", "); print $1 "|" d[1] "|" ($2 ~ /libc6 \(>= [0-9.]+\)/ ? "yes" : "no") "|" $3 "|" $4 }')"
 check "its files are in Debian's paths (pg_config's pkglibdir and sharedir)" "yes yes" \
   "$([ -f "$(/usr/lib/postgresql/$V/bin/pg_config --pkglibdir)/snowflake_id.so" ] && echo yes || echo no) $([ -f "$(/usr/lib/postgresql/$V/bin/pg_config --sharedir)/extension/snowflake_id.control" ] && echo yes || echo no)"
 
@@ -134,6 +165,22 @@ as_postgres install -m 0600 /dev/null "$data/snowflake_id.keys"
 $SUDO pg_ctlcluster "$V" "$CLUSTER" start
 check "the server runs with the library preloaded, on no TCP port" "snowflake_id|" \
   "$(as_postgres psql -X -A -t -h "$sock" -p "$PORT" -d postgres -c "SHOW shared_preload_libraries" -c "SHOW listen_addresses" | paste -sd'|')"
+
+psql_c() { as_postgres psql -X -A -t -v ON_ERROR_STOP=1 -h "$sock" -p "$PORT" -d "$1" -c "$2"; }
+psql_c postgres "CREATE DATABASE sfid_upgrade" >/dev/null
+psql_c sfid_upgrade "CREATE EXTENSION snowflake_id; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(1), n int); INSERT INTO t (n) SELECT generate_series(1, 1000)" >/dev/null
+old_max="$(psql_c sfid_upgrade "SELECT max(id) FROM t")"
+check "the $previous extension mints" "$previous|1000" "$(psql_c sfid_upgrade "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")|$(psql_c sfid_upgrade "SELECT count(*) FROM t")"
+
+log "upgrading to $current: apt-get install --only-upgrade, a restart, ALTER EXTENSION UPDATE"
+apt_repo "$work/keyring.gpg" install -y -qq --only-upgrade "$name" >/dev/null
+check "apt-get install --only-upgrade moves the package to $current" "install ok installed $current" \
+  "$(dpkg-query -W -f='${Status} ${Version}' "$name")"
+$SUDO pg_ctlcluster "$V" "$CLUSTER" restart
+psql_c sfid_upgrade "ALTER EXTENSION snowflake_id UPDATE" >/dev/null
+psql_c sfid_upgrade "INSERT INTO t (n) SELECT generate_series(1001, 2000)" >/dev/null
+check "after the update the extension is $current, and its new ids lie above the old ones, on shard 1" "$current|t|t" \
+  "$(psql_c sfid_upgrade "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")|$(psql_c sfid_upgrade "SELECT min(id) > $old_max FROM t WHERE n > 1000")|$(psql_c sfid_upgrade "SELECT bool_and(snowflake_shard(id) = 1) FROM t")"
 
 regress_bin="/usr/lib/postgresql/$V/lib/pgxs/src/test/regress/pg_regress"
 for t in $REGRESS_TESTS; do
