@@ -111,6 +111,38 @@ pub fn not_called_as_trigger(function: &str) -> ErrorReport {
     )
 }
 
+/// `snowflake_fleet_info()` could not serialise this server's facts.
+pub fn fleet_info_unserialisable(e: impl std::fmt::Display) -> ErrorReport {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("could not describe this server: {e}"), FUNC)
+}
+
+/// An interval argument of the fleet check that is negative or counts months.
+pub fn bad_fleet_interval(name: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{name} must be a non-negative interval of days, hours and smaller units"),
+        FUNC,
+    )
+}
+
+/// The fleet check's timeout outside (0, 1 minute].
+pub fn fleet_timeout_out_of_range() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "timeout must be more than 0 and at most 1 minute",
+        FUNC,
+    )
+}
+
+/// More peers than one fleet check takes.
+pub fn too_many_peers(count: usize, max: usize) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("{count} peers are more than one check asks ({max})"),
+        FUNC,
+    )
+}
+
 /// The record's trigger function fired on another table.
 pub fn trigger_not_on_record(function: &str) -> ErrorReport {
     ErrorReport::new(

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 
 use crate::core::fleet::{self, Limits, Reached};
 use crate::{errors, fleet as glue, guc, shmem};
@@ -24,24 +23,14 @@ use crate::{errors, fleet as glue, guc, shmem};
 fn snowflake_fleet_info() -> Result<pgrx::JsonB, ErrorReport> {
     shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
     let info = glue::local_info();
-    serde_json::to_value(info).map(pgrx::JsonB).map_err(|e| {
-        ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            format!("could not describe this server: {e}"),
-            "snowflake_id",
-        )
-    })
+    serde_json::to_value(info).map(pgrx::JsonB).map_err(errors::fleet_info_unserialisable)
 }
 
 fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
     let us = i64::from(i.days()).checked_mul(86_400_000_000).and_then(|d| d.checked_add(i.micros()));
     match us {
         Some(us) if i.months() == 0 && us >= 0 => Ok(us),
-        _ => Err(ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("{name} must be a non-negative interval of days, hours and smaller units"),
-            "snowflake_id",
-        )),
+        _ => Err(errors::bad_fleet_interval(name)),
     }
 }
 
@@ -75,18 +64,10 @@ fn snowflake_fleet_check(
         Limits { max_skew_us: micros(errors::required(max_skew, "max_skew")?, "max_skew")?, ..Limits::default() };
     let timeout_us = micros(errors::required(timeout, "timeout")?, "timeout")?;
     if !(1..=MAX_TIMEOUT_US).contains(&timeout_us) {
-        return Err(ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "timeout must be more than 0 and at most 1 minute",
-            "snowflake_id",
-        ));
+        return Err(errors::fleet_timeout_out_of_range());
     }
     if peers.len() > MAX_PEERS {
-        return Err(ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{} peers are more than one check asks ({MAX_PEERS})", peers.len()),
-            "snowflake_id",
-        ));
+        return Err(errors::too_many_peers(peers.len(), MAX_PEERS));
     }
     let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
     // Every string is judged before any peer is reached.
