@@ -57,7 +57,7 @@ pub fn not_preloaded() -> ErrorReport {
         FUNC,
     )
     .set_detail("The id generators keep their state in shared memory, which only a preloaded library can allocate.")
-    .set_hint("Add this line to postgresql.conf and restart the server: shared_preload_libraries = 'snowflake_id'")
+    .set_hint("Add snowflake_id to shared_preload_libraries, keeping the libraries listed there already (SHOW shared_preload_libraries), and restart the server.")
 }
 
 /// `snowflake_fleet_check` while `snowflake_id.fleet_connections` is off.
