@@ -18,9 +18,7 @@ V="${PG:-15}" MODE="${MODE:-sync}" SEED="${SEED:-1}" DURATION="${DURATION:-120}"
 case "$MODE" in sync | async) ;; *) die "MODE is sync or async" ;; esac
 case "$SABOTAGE" in "" | no-reservation | no-replay) ;; *) die "SABOTAGE is no-reservation or no-replay" ;; esac
 PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
-for need in faketime python3-psycopg2; do
-  dpkg -s "$need" >/dev/null 2>&1 || { log "installing $need"; $SUDO apt-get install -y -qq "$need" >/dev/null; }
-done
+need_debian_packages faketime python3-psycopg2
 
 work="$SNOWFLAKE_RUN_DIR/chaos"
 $SUDO rm -rf "$work" && $SUDO install -d -o postgres -g postgres -m 0755 "$work"

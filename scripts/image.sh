@@ -30,10 +30,7 @@ arch="$(dpkg --print-architecture)"
 deb="$REPO_ROOT/target/package/postgresql-$V-snowflake-id_${version}_$arch.deb"
 img="$REPO_ROOT/target/image/snowflake-id"
 
-if ! command -v umoci >/dev/null; then
-  log "installing umoci"
-  $SUDO apt-get install -y -qq umoci >/dev/null 2>&1 || { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq umoci >/dev/null; }
-fi
+need_debian_packages umoci
 rootless=()
 if [ "$(id -u)" -ne 0 ]; then rootless=(--rootless); fi
 

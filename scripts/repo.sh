@@ -18,9 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 VERSIONS="${PG_VERSIONS:-14 15 16 17 18}" SUITE=bookworm COMPONENT=main
 cd "$REPO_ROOT"
-for need in apt-utils gnupg; do
-  dpkg -s "$need" >/dev/null 2>&1 || { log "installing $need"; $SUDO apt-get install -y -qq "$need" >/dev/null; }
-done
+need_debian_packages apt-utils gnupg
 version="$(current_release)" previous="$(previous_release)"
 arch="$(dpkg --print-architecture)"
 [ -n "$previous" ] || die "CHANGELOG.md names no release before $version"

@@ -17,14 +17,8 @@ setup_apt() {
   # server headers include GSSAPI's).
   # dpkg-dev: make package (dpkg-shlibdeps computes the packages' library dependencies).
   local pkgs=(postgresql-server-dev-15 libclang-dev clang sudo make faketime libipc-run-perl perl
-              liblz4-dev libzstd-dev libkrb5-dev python3-venv dpkg-dev) missing=()
-  for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+              liblz4-dev libzstd-dev libkrb5-dev python3-venv dpkg-dev)
+  need_debian_packages "${pkgs[@]}"
 }
 
 setup_cargo_pgrx() {

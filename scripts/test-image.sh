@@ -32,10 +32,7 @@ finish() {
   if [ "$FAILED" -eq 0 ]; then exit 0; else exit 1; fi
 }
 
-if ! command -v umoci >/dev/null; then
-  log "installing umoci"
-  $SUDO apt-get install -y -qq umoci >/dev/null 2>&1 || { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq umoci >/dev/null; }
-fi
+need_debian_packages umoci
 rootless=()
 if [ "$(id -u)" -ne 0 ]; then rootless=(--rootless); fi
 PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
