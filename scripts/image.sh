@@ -59,7 +59,8 @@ revision="$(git rev-parse HEAD 2>/dev/null || true)"
 source_url="${IMAGE_SOURCE:-$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -n 1)}"
 if [ -z "$source_url" ]; then
   # Never a remote's credentials (https://user:token@host/...).
-  source_url="$(git remote get-url origin 2>/dev/null | sed -E 's#^([a-z+]+://)[^/@]*@#\1#' || true)"
+  # Only a web address: a clone of a local checkout has a path for its origin.
+  source_url="$(git remote get-url origin 2>/dev/null | sed -E 's#^([a-z+]+://)[^/@]*@#\1#' | grep -E '^https?://' || true)"
 fi
 
 log "building the OCI image snowflake-id:$version (PostgreSQL $V, $oci_arch) from $(basename "$deb")"
