@@ -61,6 +61,12 @@ CREATE TRIGGER t AFTER INSERT ON not_the_record FOR EACH STATEMENT EXECUTE FUNCT
 INSERT INTO not_the_record VALUES (1);
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE not_the_record;
+-- Nor on a table of the record's name elsewhere, a superuser's included.
+CREATE TABLE public.snowflake_id_space (i int);
+CREATE TRIGGER t AFTER INSERT ON public.snowflake_id_space FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
+INSERT INTO public.snowflake_id_space VALUES (1);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE public.snowflake_id_space;
 -- As a trigger it still tells the backends (a change to the record is read at once).
 BEGIN;
 UPDATE snowflake_id_private.snowflake_id_space SET recorded_at = recorded_at;

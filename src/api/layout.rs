@@ -119,15 +119,21 @@ pub unsafe extern "C-unwind" fn snowflake_id_space_changed(fcinfo: pg_sys::Funct
     }
     // Only on the record: 0.2.0 let PUBLIC attach the function to any table of its own, and such
     // a trigger outlives the REVOKE, so every insert there would make every backend of the server
-    // read its record again. The record is the extension's `snowflake_id_space`, owned by the
-    // superuser who created the extension; a table of that name that a superuser does not own is
-    // another role's.
-    // SAFETY: the trigger manager's TriggerData, with the relation it fires on, open.
+    // read its record again. The record is snowflake_id_private.snowflake_id_space (only
+    // superusers create in that schema) or, before the update to 0.3.0, the extension's member of
+    // that name.
+    // SAFETY: the trigger manager's TriggerData, with the relation it fires on, open; syscache
+    // and pg_depend lookups in a statement that writes the table.
     let on_record = unsafe {
         let rel = (*((*fcinfo).context as *mut pg_sys::TriggerData)).tg_relation;
         let form = (*rel).rd_rel;
+        let schema = pg_sys::get_namespace_name((*form).relnamespace);
+        let member_of = |ext: pg_sys::Oid| {
+            ext != pg_sys::InvalidOid && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, (*rel).rd_id) == ext
+        };
         std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()) == c"snowflake_id_space"
-            && pg_sys::superuser_arg((*form).relowner)
+            && ((!schema.is_null() && std::ffi::CStr::from_ptr(schema) == c"snowflake_id_private")
+                || member_of(pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)))
     };
     if !on_record {
         errors::raise(errors::trigger_not_on_record("snowflake_id_space_changed"));
