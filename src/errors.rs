@@ -570,7 +570,7 @@ pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
         FUNC,
     )
     .set_detail("The generators read the database's record of its id space before a session's first id, and wait for its lock no longer than snowflake_id.max_rewind_wait.")
-    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_private.snowflake_id_space (only superusers, the database's owner and pg_read_all_data can name it); the next call tries again.")
+    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_private.snowflake_id_space (only superusers, the database's owner, pg_read_all_data and pg_write_all_data can name it); the next call tries again.")
 }
 
 /// The record table's columns are not the ones the extension created.

@@ -373,9 +373,10 @@ fn find_record_table(database: u32, generation: u64) -> Result<Found, ErrorRepor
     Ok(table.map_or(Found::None, Found::Table))
 }
 
-/// The catalogs, and every index of theirs, that the query for the extension's member reads or
-/// its planner opens: `pg_extension` (3080, 3081), `pg_depend` (2673, 2674), `pg_class` (2662,
-/// 2663, 3455). Their OIDs are fixed in every major.
+/// The catalogs the query for the extension's member reads, and every index of theirs its
+/// planner opens: `pg_extension` (3080, 3081), `pg_depend` (2673, 2674), `pg_class` (2662, 2663,
+/// 3455). Their OIDs are fixed in every major. (Planning also reads the catalogs every query's
+/// planning reads, through the caches, as any statement in the database does.)
 const MEMBER_QUERY_CATALOGS: &[u32] = &[3079, 3080, 3081, 2608, 2673, 2674, 1259, 2662, 2663, 3455];
 
 /// Whether the relation's owner is a superuser.
