@@ -13,29 +13,29 @@
 //!
 //! # What is read and written, and by whom
 //! Only the extension's own table, `snowflake_id_private.snowflake_id_space` (in a schema that
-//! `PUBLIC` may not use and only superusers write into; before the update to 0.3.0, the
-//! extension's member of that name), and only its rows; no user table, index or role's code is ever read or run. It is read with a
-//! heap scan under a fresh catalog snapshot, so that a statement (or a repeatable-read
-//! transaction) that began before a change committed still sees it, since the change's notice
-//! (`shmem::space_generation`) is consumed by this check. The floor is written in place
-//! (`systable_inplace_update_begin`/`_finish`, as PostgreSQL updates `pg_class.relfrozenxid`):
-//! without a transaction id, in read-only transactions too, WAL-logged, and visible at once to
-//! every snapshot, a dump's included. Only superusers may write the table otherwise (a restore
-//! adds the dumped rows), so no role's data or calls can move the floor: it is always a
-//! reservation this server made. The in-place API (`systable_inplace_update_*`) came with
+//! `PUBLIC` may not use and only superusers write into; before the update to 0.3.0, the extension's
+//! member of that name), and only its rows; no user table, index or role's code is ever read or
+//! run. It is read with a heap scan under a fresh catalog snapshot, so that a statement (or a
+//! repeatable-read transaction) that began before a change committed still sees it, since the
+//! change's notice (`shmem::space_generation`) is consumed by this check. The floor is written in
+//! place (`systable_inplace_update_begin`/`_finish`, as PostgreSQL updates
+//! `pg_class.relfrozenxid`): without a transaction id, in read-only transactions too, WAL-logged,
+//! and visible at once to every snapshot, a dump's included. Only superusers (and members of
+//! `pg_write_all_data`) may write the table otherwise (a restore adds the dumped rows), so no other
+//! role's data or calls can move the floor. The in-place API (`systable_inplace_update_*`) came with
 //! PostgreSQL 17.1, 16.5, 15.9 and 14.14; it is looked up when first needed, so that the library
 //! loads on older minor releases too, where the floor is then not advanced (a WARNING says so).
 //!
 //! # Never waiting, never failing an id
 //! The record is read under `ACCESS SHARE` taken only when it is free: a session holding a lock
 //! with a stronger request queued behind it (a `PREPARE` locks a table before its privileges are
-//! checked, and `CREATE RULE` asks for ACCESS EXCLUSIVE before it checks ownership; a role that
-//! may name the table, or a superuser's maintenance queued behind any role's lock) would
-//! otherwise hold up the first id of every new session. It is found through the system caches,
-//! not a query of `pg_extension` or `pg_depend`, whose lock queues any role can form. When the lock is not
-//! free, a new session uses the last good check of its database that another backend left in
-//! shared memory (`shmem::remembered_verdict`), if no record changed since; without one, it tries
-//! again every few milliseconds for as long as a call may wait, then fails with 55P03.
+//! checked, and `CREATE RULE` asks for ACCESS EXCLUSIVE before it checks ownership; a role that may
+//! name the table, or a superuser's maintenance queued behind any role's lock) would otherwise hold
+//! up the first id of every new session. It is found through the system caches, not a query of
+//! `pg_extension` or `pg_depend`, whose lock queues any role can form. When the lock is not free, a
+//! new session uses the last good check of its database that another backend left in shared memory
+//! (`shmem::remembered_verdict`), if no record changed since; without one, it tries again every few
+//! milliseconds for as long as a call may wait, then fails with 55P03.
 //! The write takes `ROW EXCLUSIVE` on the table only if that is free at once, and skips a row that
 //! an open transaction is changing (only a superuser can): then the id is issued anyway, with one
 //! WARNING a backend, and the next id past the floor tries again. The generators are PARALLEL
