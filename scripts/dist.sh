@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 python3 scripts/check-release.py || die "the release metadata disagree (above)"
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
+version="$(current_release)"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   log "note: uncommitted changes are not in the archive (it is made from HEAD)"
 fi

@@ -23,7 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V=18
 cd "$REPO_ROOT"
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
+version="$(current_release)"
 description="$(sed -n 's/^description = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
 license="$(sed -n 's/^license = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
 arch="$(dpkg --print-architecture)"

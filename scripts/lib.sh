@@ -35,6 +35,12 @@ need_debian_packages() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# The test scripts' tally: pass, fail, and check NAME EXPECTED GOT.
+PASSED=0 FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
+
 # This release (Cargo.toml's version) and the one before it (the CHANGELOG's next section).
 current_release() { sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1; }
 previous_release() { sed -n 's/^## \([0-9][0-9.]*\)\( (unreleased)\)\{0,1\}$/\1/p' "$REPO_ROOT/CHANGELOG.md" | sed -n 2p; }

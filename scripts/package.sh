@@ -22,7 +22,7 @@ VERSIONS="${PG_VERSIONS:-14 15 16 17 18}"
 PG_VERSIONS="$VERSIONS" bash "$REPO_ROOT/scripts/setup.sh"
 cd "$REPO_ROOT"
 export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND=1
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)"
+version="$(current_release)"
 arch="$(dpkg --print-architecture)"
 out="$REPO_ROOT/target/package"
 mkdir -p "$out"

@@ -19,14 +19,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V=18
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1)"
+version="$(current_release)"
 license="$(sed -n 's/^license = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1)"
 img="$REPO_ROOT/target/image/snowflake-id"
 [ -f "$img/index.json" ] || die "no image at $img: run make extension-image first"
-PASSED=0 FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
 finish() {
   echo "image: $PASSED passed, $FAILED failed"
   if [ "$FAILED" -eq 0 ]; then exit 0; else exit 1; fi

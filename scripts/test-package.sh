@@ -28,10 +28,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V=15 CLUSTER=sfid_package PORT=5491 HTTP_PORT=5492
-PASSED=0 FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
 # A package's dpkg status: installed, not-installed, config-files, half-configured, ...
 dpkg_state() {
   local st
