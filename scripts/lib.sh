@@ -77,6 +77,37 @@ build_citus() {
   rm -rf "$tmp"
 }
 
+# The pg_tle (Trusted Language Extensions) source release, if this machine has it: $PG_TLE_TARBALL,
+# or the vendored copy beside the repository (../shared/vendor). Never part of the repository.
+pg_tle_tarball() {
+  local t
+  for t in "${PG_TLE_TARBALL:-}" "$REPO_ROOT/../shared/vendor/pg_tle-1.5.2.tar.gz" /work/shared/vendor/pg_tle-1.5.2.tar.gz; do
+    if [ -n "$t" ] && [ -f "$t" ]; then echo "$t"; return 0; fi
+  done
+  return 1
+}
+
+# build_pg_tle PREFIX: builds and installs pg_tle from pg_tle_tarball into the PostgreSQL at
+# PREFIX (a few seconds), unless that version is installed there already. Its build generates a
+# scanner, so it needs flex. Fails if there is no tarball.
+build_pg_tle() {
+  local prefix="$1" pg_config="$1/bin/pg_config" tarball version control tmp
+  tarball="$(pg_tle_tarball)" || return 1
+  version="$(basename "$tarball" .tar.gz)"
+  version="${version#pg_tle-}"
+  control="$("$pg_config" --sharedir)/extension/pg_tle.control"
+  if [ -f "$control" ] && [ -f "$("$pg_config" --pkglibdir)/pg_tle.so" ] \
+     && grep -qx "default_version = '$version'" "$control"; then return 0; fi
+  need_debian_packages flex
+  log "building pg_tle from $(basename "$tarball") into $prefix"
+  tmp="$(mktemp -d)"
+  tar -xzf "$tarball" -C "$tmp"
+  (cd "$tmp"/pg_tle-* && make -j2 PG_CONFIG="$pg_config" >"$tmp/make.log" 2>&1 \
+     && $SUDO make PG_CONFIG="$pg_config" install >"$tmp/install.log" 2>&1) \
+    || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
+  rm -rf "$tmp"
+}
+
 # The pg_regress tests of pg_test/sql, in the order they run.
 REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security"
 
