@@ -172,7 +172,7 @@ pub fn init() {
     GucRegistry::define_string_guc(
         c"snowflake_id.public_keys_file",
         c"The file holding the keys of public ids (snowflake_to_public, uuidv7_to_public), relative to the data directory.",
-        c"One key per line: VERSION HEX [encode]. It must be a regular file owned by the server's user with no group or world access. Read again at the first call of a statement after it changes.",
+        c"One key per line: VERSION HEX [encode]. It must be a regular file owned by the server's user with no group or world access. Read again at the first call of a transaction after it changes.",
         &PUBLIC_KEYS_FILE,
         GucContext::Sighup,
         GucFlags::SUPERUSER_ONLY,
