@@ -2,7 +2,8 @@
 # The README's second command: set up from nothing, then run every test on every PostgreSQL
 # version in PG_VERSIONS (default "15 18"; CI runs "14 15 16 17 18"):
 #   1. static checks: rustfmt, clippy, that the pure core never imports pgrx, and that the
-#      release metadata agree (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md);
+#      release metadata agree (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md),
+#      and that docs/errors.md lists every SQLSTATE the code raises (scripts/check-errors.py);
 #   2. cargo pgrx test: the core's #[test]s (fake clock) and the #[pg_test]s (SQL surface), on the
 #      versions in HEAVY_VERSIONS (default "15 18");
 #   3. pg_test/run.sh: pg_regress files, extension upgrades, cluster tests and a server without
@@ -39,6 +40,7 @@ cargo fmt --check || static_failed=1
 if grep -rnE "(^|[^a-z_])(use|extern crate) +(::)?pgrx|pgrx::" src/core; then echo "src/core must not import pgrx" >&2; static_failed=1; fi
 cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
+python3 scripts/check-errors.py || static_failed=1
 tally "static checks" $((1 - static_failed)) "$static_failed"
 
 for v in $PG_VERSIONS; do
