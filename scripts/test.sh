@@ -3,7 +3,8 @@
 # version in PG_VERSIONS (default "15 18"; CI runs "14 15 16 17 18"):
 #   1. static checks: rustfmt, clippy, that the pure core never imports pgrx, and that the
 #      release metadata agree (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md),
-#      and that docs/errors.md lists every SQLSTATE the code raises (scripts/check-errors.py);
+#      that docs/errors.md lists every SQLSTATE the code raises (scripts/check-errors.py), and that
+#      sql/portable/pg_tle.sql is what scripts/portable-tle.py makes of the portable script;
 #   2. cargo pgrx test: the core's #[test]s (fake clock) and the #[pg_test]s (SQL surface), on the
 #      versions in HEAVY_VERSIONS (default "15 18");
 #   3. pg_test/run.sh: pg_regress files, extension upgrades, cluster tests and a server without
@@ -41,6 +42,7 @@ if grep -rnE "(^|[^a-z_])(use|extern crate) +(::)?pgrx|pgrx::" src/core; then ec
 cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1
+python3 scripts/portable-tle.py --check || static_failed=1
 tally "static checks" $((1 - static_failed)) "$static_failed"
 
 for v in $PG_VERSIONS; do

@@ -1,0 +1,730 @@
+-- snowflake_id, portable edition: the same ids in plain SQL and PL/pgSQL, for servers that load no
+-- shared library (Amazon RDS and Aurora, Cloud SQL, Azure, Supabase, Neon).
+--
+--   psql -v ON_ERROR_STOP=1 -1 -d mydb -c 'SET search_path = app' -f snowflake_id_portable.sql
+--
+-- runs it as any role that owns the first schema of its search_path and may create schemas in the
+-- database (CREATE on it). The functions go into that schema; the counters and the record of the
+-- configuration go into the schema snowflake_id_portable, which no other role may use. Where
+-- pg_tle is the way in, sql/portable/pg_tle.sql installs the same text as the extension
+-- snowflake_id_portable (it is made from this file by scripts/portable-tle.py; a test keeps them equal).
+--
+-- The ids are the native extension's, bit for bit: for the same layout, epoch, shard and tick,
+-- the same id, and each edition's snowflake_decode reads the other's ids exactly.
+--
+-- How an id is made, and why it never repeats. Each generator is a sequence of "words": a tick
+-- (the clock's milliseconds since the epoch, divided by the tick length) times the words a tick
+-- holds, plus a position in the tick. A sequence is WAL-logged, replicated and dumped with setval,
+-- so its value survives a crash, a failover and a restore. A call takes nextval: when the word is
+-- at or after the clock's tick, that word is the id (the common case under load). When the
+-- generator has fallen behind the clock, it jumps: under a lock that only these functions take,
+-- setval moves it to the clock's first word. The clock only ever moves a generator forward.
+--
+-- A jump must never move a generator back over a word that a concurrent nextval handed out. So
+-- the sequence gen works as a sequence lock: a jump makes it odd before its setval and even after,
+-- and a call uses the word from nextval only if gen read the same even value before and after the
+-- nextval. Then the nextval did not overlap any jump: it came before one (below the word that
+-- jump read under its lock, so below its target) or after it (above the target). Words a call
+-- discards are skipped, never reissued. A jump that died between its two steps leaves gen odd,
+-- and the next jump repairs it. gen also carries the configuration's serial (its low 16 bits),
+-- so that functions made for another configuration never take the fast path.
+--
+-- An id must not repeat after a crash either. nextval logs 32 values ahead, and the record that
+-- covers a word may belong to another session's transaction, not yet flushed; a transaction that
+-- writes no WAL of its own is not flushed at commit. So a call in a transaction without an xid
+-- writes a record of its own (a setval of the sequence flush), and the commit then waits for the
+-- WAL flush, which takes every earlier record with it (synchronous_commit = off gives that up, as
+-- for any commit). A transaction that has an xid has written, and is flushed at commit anyway.
+--
+-- What this edition cannot do that the native one does, by the nature of SQL:
+-- - it cannot wait out a clock that steps back: ids continue above the generator, ahead of the
+--   clock, until the clock catches up (never a repeat, but timestamps in the future);
+-- - it has no lead limit: past a tick's capacity a generator runs ahead of the clock;
+-- - uuidv7_next() counts within a millisecond (12 bits, 4,096 per ms) instead of sub-millisecond
+--   time;
+-- - snowflake_next(shard) under a configured set of more than one shard is refused for shards in
+--   the set (0A000), since those ids come from the set's one generator.
+
+CREATE SCHEMA snowflake_id_portable;
+COMMENT ON SCHEMA snowflake_id_portable IS 'The snowflake_id portable edition''s counters and configuration; no other role may use it';
+REVOKE ALL ON SCHEMA snowflake_id_portable FROM PUBLIC;
+
+-- The configuration, one row per configure() call; the row with the highest serial is in force.
+-- Serial 0 is the built-in default (41/13/9, 2025-01-01, shards *).
+CREATE TABLE snowflake_id_portable.config (
+    serial int PRIMARY KEY CHECK (serial BETWEEN 0 AND 65535),
+    layout text NOT NULL,
+    epoch timestamptz NOT NULL,
+    shards text NOT NULL,
+    configured_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE snowflake_id_portable.config IS 'The layout, epoch and shards of this database''s snowflake ids; change it only with snowflake_portable_configure()';
+INSERT INTO snowflake_id_portable.config (serial, layout, epoch, shards) VALUES (0, '41/13/9', '2025-01-01 00:00:00+00', '*');
+
+-- The generators. snowflake_words: snowflake_next(shard) under shards '*' (a tick holds 2^seq_bits
+-- words, the shard comes from the call). owned_words: snowflake_next() (a tick holds one block of
+-- 2^seq_bits words per owned shard, in shard order, as the native edition fills them).
+-- uuid_words: uuidv7_next() (4,096 words per Unix millisecond). gen: the sequence lock. flush:
+-- written to make a transaction's commit wait for the WAL (see above).
+CREATE SEQUENCE snowflake_id_portable.snowflake_words MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE snowflake_id_portable.owned_words MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE snowflake_id_portable.uuid_words MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE snowflake_id_portable.gen MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE snowflake_id_portable.flush;
+SELECT pg_catalog.setval('snowflake_id_portable.gen', 0, true);
+
+-- pg_tle: SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.config', 'WHERE serial > 0');
+-- pg_tle: SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.snowflake_words', '');
+-- pg_tle: SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.owned_words', '');
+-- pg_tle: SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.uuid_words', '');
+-- pg_tle: SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.gen', '');
+
+------------------------------------------------------------------------------------------------
+-- Layouts and shard lists, parsed as the native edition parses them.
+
+-- The widths of a layout text: {time_bits, shard_bits, seq_bits, tick_ms}. 22023 for anything
+-- the native edition refuses.
+CREATE FUNCTION snowflake_id_portable.widths(layout text) RETURNS int[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    spec text := btrim(layout);
+    m text[];
+    w int[];
+BEGIN
+    IF octet_length(layout) > 64 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = format('the layout is %s bytes long, and it may be at most 64', octet_length(layout));
+    END IF;
+    CASE lower(spec)
+        WHEN 'default' THEN RETURN '{41,13,9,1}';
+        WHEN 'twitter' THEN RETURN '{41,10,12,1}';
+        WHEN 'sonyflake' THEN RETURN '{39,16,8,10}';
+        ELSE NULL;
+    END CASE;
+    m := regexp_match(spec, '^\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*(?:@\s*([0-9]{1,9})\s*(?:ms)?\s*)?$');
+    IF m IS NULL THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = format('"%s" is not a layout: use default, twitter, sonyflake, or TIME/SHARD/SEQ[@Nms]', left(spec, 32));
+    END IF;
+    w := ARRAY[m[1]::int, m[2]::int, m[3]::int, coalesce(m[4]::int, 1)];
+    IF w[1] + w[2] + w[3] > 63 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = format('%s/%s/%s needs %s bits, and an id has 63', w[1], w[2], w[3], w[1] + w[2] + w[3]);
+    END IF;
+    IF w[1] NOT BETWEEN 1 AND 63 OR w[2] NOT BETWEEN 0 AND 16 OR w[3] NOT BETWEEN 1 AND 31 OR w[4] NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'time takes 1 to 63 bits, shard 0 to 16, sequence 1 to 31, and a tick 1 to 1000 ms';
+    END IF;
+    RETURN w;
+END $$;
+
+-- The shards of a list such as '0-127' or '0-15,40', sorted; NULL for '*'. 22023 otherwise.
+CREATE FUNCTION snowflake_id_portable.shard_list(shards text, max_shard int) RETURNS int[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    item text;
+    m text[];
+    lo bigint;
+    hi bigint;
+    out int[] := '{}';
+BEGIN
+    IF octet_length(shards) > 1024 THEN
+        RAISE EXCEPTION 'invalid shard list' USING ERRCODE = '22023',
+            DETAIL = 'the list of shards may be at most 1024 bytes long; use ranges such as 0-15';
+    END IF;
+    IF btrim(shards) = '*' THEN
+        RETURN NULL;
+    END IF;
+    FOREACH item IN ARRAY string_to_array(shards, ',') LOOP
+        m := regexp_match(item, '^\s*([0-9]{1,9})\s*(?:-\s*([0-9]{1,9})\s*)?$');
+        IF m IS NULL THEN
+            RAISE EXCEPTION 'invalid shard list' USING ERRCODE = '22023',
+                DETAIL = format('"%s" is not a shard or a range such as 0-15', left(btrim(item), 32));
+        END IF;
+        lo := m[1]::bigint;
+        hi := coalesce(m[2], m[1])::bigint;
+        IF lo > hi THEN
+            RAISE EXCEPTION 'invalid shard list' USING ERRCODE = '22023',
+                DETAIL = format('range "%s" runs backwards', btrim(item));
+        END IF;
+        IF hi > max_shard THEN
+            RAISE EXCEPTION 'invalid shard list' USING ERRCODE = '22023',
+                DETAIL = format('shard %s is out of range: the layout''s shards are 0 to %s', hi, max_shard);
+        END IF;
+        out := out || ARRAY(SELECT generate_series(lo, hi)::int);
+    END LOOP;
+    RETURN ARRAY(SELECT DISTINCT s FROM unnest(out) s ORDER BY s);
+END $$;
+
+-- The time of Unix milliseconds, exactly (a product with an interval goes through float8), and
+-- its text as the native edition writes it in messages.
+CREATE FUNCTION snowflake_id_portable.ts_of_ms(ms numeric) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (timestamp '1970-01-01' + floor(ms / 86400000) * interval '1 day' + (ms - floor(ms / 86400000) * 86400000) * interval '1 ms')
+        AT TIME ZONE 'UTC'
+$$;
+
+CREATE FUNCTION snowflake_id_portable.format_ms(ms numeric) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT to_char(snowflake_id_portable.ts_of_ms(ms) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+        || CASE WHEN ms % 1000 = 0 THEN '' ELSE '.' || lpad((ms % 1000)::text, 3, '0') END || '+00'
+$$;
+
+------------------------------------------------------------------------------------------------
+-- The configuration in force, as constants. snowflake_id_portable.apply() writes these two
+-- functions from the configuration table; PostgreSQL inlines them, so a call reads no table.
+
+-- {serial, epoch in Unix ms, tick_ms, time_bits, shard_bits, seq_bits, owned shard count (0: *)}
+CREATE FUNCTION snowflake_id_portable.settings() RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{0,1735689600000,1,41,13,9,0}'::bigint[] $$;
+-- The owned shards, in order ('{}' for *).
+CREATE FUNCTION snowflake_id_portable.owned() RETURNS int[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{}'::int[] $$;
+
+-- Writes the two functions above from the configuration in force. A trigger runs it whenever the
+-- configuration table changes, a restore included.
+CREATE FUNCTION snowflake_id_portable.apply() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    c snowflake_id_portable.config;
+    w int[];
+    owned int[];
+BEGIN
+    SELECT * INTO c FROM snowflake_id_portable.config ORDER BY serial DESC LIMIT 1;
+    w := snowflake_id_portable.widths(c.layout);
+    owned := coalesce(snowflake_id_portable.shard_list(c.shards, (1 << w[2]) - 1), '{}');
+    EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.settings() RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        format('SELECT %L::bigint[]', ARRAY[c.serial, floor(extract(epoch FROM c.epoch) * 1000)::bigint,
+        w[4], w[1], w[2], w[3], cardinality(owned)]));
+    EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.owned() RETURNS int[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        format('SELECT %L::int[]', owned));
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION snowflake_id_portable.apply() FROM PUBLIC;
+CREATE TRIGGER apply AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_portable.config
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_portable.apply();
+
+------------------------------------------------------------------------------------------------
+-- The generators.
+
+-- The clock's tick: Unix milliseconds since the epoch, divided by the tick length.
+CREATE FUNCTION snowflake_id_portable.tick(epoch_ms bigint, tick_ms bigint) RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - epoch_ms) / tick_ms
+$$;
+
+-- The jump: a generator behind the clock's tick is moved to the tick's first word, under the lock
+-- on the configuration table (EXCLUSIVE mode, which reads of it do not conflict with), in a
+-- subtransaction that is rolled back to release the lock at once (a sequence's setval is not
+-- rolled back). Returns the word the caller's id is made of. `serial` is the configuration the
+-- caller was made for: 55000 if it is not the one in force.
+CREATE FUNCTION snowflake_id_portable.jump(generator regclass, per_tick bigint, epoch_ms bigint, tick_ms bigint, serial bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    word bigint;
+    first bigint;
+    g bigint;
+    c bigint;
+    in_force int;
+BEGIN
+    BEGIN
+        LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+        SELECT max(config.serial) INTO in_force FROM snowflake_id_portable.config;
+        IF in_force IS DISTINCT FROM serial THEN
+            -- This call began under another configuration; its next statement sees the new one.
+            EXECUTE 'SELECT (snowflake_id_portable.settings())[1]' INTO g;
+            IF g = in_force THEN
+                RAISE EXCEPTION 'the snowflake_id portable configuration changed during this call' USING ERRCODE = '40001',
+                    HINT = 'Retry the statement.';
+            END IF;
+            RAISE EXCEPTION 'the snowflake_id portable functions do not match this database''s configuration'
+                USING ERRCODE = '55000',
+                DETAIL = format('They were made for configuration %s, and configuration %s is in force.', g, in_force),
+                HINT = 'Run SELECT snowflake_portable_configure(); as the role that installed it, which writes them again.';
+        END IF;
+        word := nextval(generator);
+        first := snowflake_id_portable.tick(epoch_ms, tick_ms) * per_tick;
+        IF word < first THEN
+            -- gen odd: calls whose nextval overlaps this jump discard their word. (Odd already:
+            -- a jump died between its steps; stay odd, but change the value.)
+            g := pg_sequence_last_value('snowflake_id_portable.gen');
+            c := g >> 16;
+            c := c + CASE WHEN c & 1 = 0 THEN 1 ELSE 2 END;
+            PERFORM setval('snowflake_id_portable.gen', (c << 16) | serial);
+            -- Every word handed out before gen turned odd is below this one.
+            word := nextval(generator);
+            IF word < first THEN
+                PERFORM setval(generator, first);
+                word := first;
+            END IF;
+            PERFORM setval('snowflake_id_portable.gen', ((c + 1) << 16) | serial);
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'SFJ01';
+    EXCEPTION WHEN SQLSTATE 'SFJ01' THEN
+        NULL;
+    END;
+    RETURN word;
+END $$;
+REVOKE ALL ON FUNCTION snowflake_id_portable.jump(regclass, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
+-- The snowflake id of a word: 22008 past the end of the layout.
+CREATE FUNCTION snowflake_id_portable.id_of(word bigint, per_tick bigint, shard bigint, s bigint[]) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    tick bigint := word / per_tick;
+BEGIN
+    IF tick >= (1::bigint << s[4]::int) OR tick < 0 THEN
+        RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(s[2] + tick * s[3])
+            USING ERRCODE = '22008',
+            DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
+                snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
+    END IF;
+    RETURN (tick << (s[5] + s[6])::int) | (shard << s[6]::int) | (word % per_tick % (1::bigint << s[6]::int));
+END $$;
+
+-- The next id for a shard. Not STRICT: a NULL shard is an error (22004), never a NULL key.
+CREATE FUNCTION snowflake_next(shard int) RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    owned CONSTANT int[] := snowflake_id_portable.owned();
+    generator regclass := 'snowflake_id_portable.snowflake_words';
+    per_tick bigint := 1::bigint << s[6]::int;
+    tick bigint;
+    g bigint;
+    word bigint;
+BEGIN
+    IF shard IS NULL THEN
+        RAISE EXCEPTION 'shard must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF shard < 0 OR shard >= (1 << s[5]::int) THEN
+        RAISE EXCEPTION 'shard % is out of range', shard USING ERRCODE = '22003',
+            DETAIL = format('Valid shards are 0 to %s under snowflake layout %s/%s/%s%s.', (1 << s[5]::int) - 1, s[4], s[5], s[6],
+                CASE WHEN s[3] = 1 THEN '' ELSE '@' || s[3] || 'ms' END);
+    END IF;
+    IF s[7] > 0 THEN
+        IF NOT shard = ANY (owned) THEN
+            RAISE EXCEPTION 'shard % is not assigned to this server', shard USING ERRCODE = '22023',
+                DETAIL = format('The portable edition''s shards are "%s".', (SELECT c.shards FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1)),
+                HINT = format('Another server probably mints for shard %s. Call this database with one of its own shards, or add %s to its shards if it really owns it.', shard, shard);
+        END IF;
+        IF s[7] > 1 THEN
+            RAISE EXCEPTION 'snowflake_next(shard) cannot mint for one of several owned shards in the portable edition'
+                USING ERRCODE = '0A000',
+                DETAIL = 'The owned shards share one generator, which snowflake_next() takes from.',
+                HINT = 'Call snowflake_next(), or own a single shard.';
+        END IF;
+        generator := 'snowflake_id_portable.owned_words';
+    END IF;
+    tick := snowflake_id_portable.tick(s[2], s[3]);
+    g := pg_sequence_last_value('snowflake_id_portable.gen');
+    word := nextval(generator);
+    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < tick * per_tick THEN
+        word := snowflake_id_portable.jump(generator, per_tick, s[2], s[3], s[1]);
+    END IF;
+    IF pg_current_xact_id_if_assigned() IS NULL THEN
+        PERFORM setval('snowflake_id_portable.flush', 1);
+    END IF;
+    RETURN snowflake_id_portable.id_of(word, per_tick, shard, s);
+END $$;
+COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
+
+-- The next id from the shards this database owns: within a tick, the first shard's sequence,
+-- then the next shard's, as the native edition fills them. 55000 under shards '*'.
+CREATE FUNCTION snowflake_next() RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    owned CONSTANT int[] := snowflake_id_portable.owned();
+    block bigint := 1::bigint << s[6]::int;
+    per_tick bigint := s[7] * block;
+    tick bigint;
+    g bigint;
+    word bigint;
+BEGIN
+    IF s[7] = 0 THEN
+        RAISE EXCEPTION 'the portable edition''s shards do not say which shards this database owns' USING ERRCODE = '55000',
+            DETAIL = 'snowflake_next() mints from the shards this database owns, and its shards are "*": every shard, which another database may also mint for.',
+            HINT = 'Give each database its own shards, for example SELECT snowflake_portable_configure(shards => ''0-127'');';
+    END IF;
+    tick := snowflake_id_portable.tick(s[2], s[3]);
+    g := pg_sequence_last_value('snowflake_id_portable.gen');
+    word := nextval('snowflake_id_portable.owned_words');
+    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < tick * per_tick THEN
+        word := snowflake_id_portable.jump('snowflake_id_portable.owned_words', per_tick, s[2], s[3], s[1]);
+    END IF;
+    IF pg_current_xact_id_if_assigned() IS NULL THEN
+        PERFORM setval('snowflake_id_portable.flush', 1);
+    END IF;
+    RETURN snowflake_id_portable.id_of(word, per_tick, owned[(word % per_tick / block)::int + 1], s);
+END $$;
+COMMENT ON FUNCTION snowflake_next() IS 'The next snowflake id from the shards this database owns';
+
+-- An RFC 9562 UUIDv7: 48 bits of Unix milliseconds, a 12-bit counter within the millisecond
+-- (rand_a, RFC 9562's method 1), and 62 random bits, monotonic across every session.
+CREATE FUNCTION uuidv7_next() RETURNS uuid
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    ms bigint;
+    g bigint;
+    word bigint;
+    r bytea;
+BEGIN
+    ms := snowflake_id_portable.tick(0, 1);
+    g := pg_sequence_last_value('snowflake_id_portable.gen');
+    word := nextval('snowflake_id_portable.uuid_words');
+    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < ms * 4096 THEN
+        word := snowflake_id_portable.jump('snowflake_id_portable.uuid_words', 4096, 0, 1, s[1]);
+    END IF;
+    IF word >> 12 >= 1::bigint << 48 THEN
+        RAISE EXCEPTION 'the clock is outside the UUIDv7 range' USING ERRCODE = '22008',
+            DETAIL = 'A UUIDv7 holds 48 bits of Unix milliseconds: 1970-01-01 00:00:00+00 to 10889-08-02 05:31:50.655+00.';
+    END IF;
+    IF pg_current_xact_id_if_assigned() IS NULL THEN
+        PERFORM setval('snowflake_id_portable.flush', 1);
+    END IF;
+    r := uuid_send(gen_random_uuid());
+    RETURN (lpad(to_hex(word >> 12), 12, '0') || to_hex(28672 | (word & 4095)::int)
+        || lpad(to_hex(128 | (get_byte(r, 8) & 63)), 2, '0') || substr(encode(r, 'hex'), 19, 14))::uuid;
+END $$;
+COMMENT ON FUNCTION uuidv7_next() IS 'An RFC 9562 UUIDv7, monotonic across every session of this database';
+
+------------------------------------------------------------------------------------------------
+-- Reading ids back. STABLE: they follow the configuration, which may change between statements.
+
+-- The fields of an id: {ticks, shard, seq}; 22003 for an id the layout cannot hold.
+CREATE FUNCTION snowflake_id_portable.parts(id bigint) RETURNS bigint[]
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    bits int := (s[4] + s[5] + s[6])::int;
+BEGIN
+    IF id < 0 OR (bits < 63 AND id >= 1::bigint << bits) THEN
+        RAISE EXCEPTION 'snowflake id % is out of range', id USING ERRCODE = '22003',
+            DETAIL = format('Valid ids are 0 to %s under snowflake layout %s/%s/%s%s.',
+                CASE WHEN bits < 63 THEN (1::bigint << bits) - 1 ELSE 9223372036854775807 END, s[4], s[5], s[6],
+                CASE WHEN s[3] = 1 THEN '' ELSE '@' || s[3] || 'ms' END);
+    END IF;
+    RETURN ARRAY[id >> (s[5] + s[6])::int, (id >> s[6]::int) & ((1::bigint << s[5]::int) - 1), id & ((1::bigint << s[6]::int) - 1)];
+END $$;
+
+CREATE FUNCTION snowflake_timestamp(id bigint) RETURNS timestamptz
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.ts_of_ms((snowflake_id_portable.settings())[2]
+        + (snowflake_id_portable.parts(id))[1] * (snowflake_id_portable.settings())[3])
+$$;
+COMMENT ON FUNCTION snowflake_timestamp(bigint) IS 'The start of the tick a snowflake id was minted in';
+
+CREATE FUNCTION snowflake_shard(id bigint) RETURNS int
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id))[2]::int $$;
+COMMENT ON FUNCTION snowflake_shard(bigint) IS 'The shard a snowflake id was minted for';
+
+CREATE FUNCTION snowflake_seq(id bigint) RETURNS int
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id))[3]::int $$;
+COMMENT ON FUNCTION snowflake_seq(bigint) IS 'A snowflake id''s position in its shard''s tick';
+
+CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
+    FROM snowflake_id_portable.parts(id) p, snowflake_id_portable.settings() s
+$$;
+COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
+
+-- The tick holding a time: 22008 for infinity and times outside the layout.
+CREATE FUNCTION snowflake_id_portable.tick_at(ts timestamptz) RETURNS bigint
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    ms numeric;
+BEGIN
+    IF NOT isfinite(ts) THEN
+        RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
+            DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
+    END IF;
+    ms := floor(extract(epoch FROM ts) * 1000);
+    IF ms < s[2] OR ms >= s[2] + 2::numeric ^ s[4] * s[3] THEN
+        RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(ms) USING ERRCODE = '22008',
+            DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
+                snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
+    END IF;
+    RETURN ((ms - s[2]) / s[3])::bigint;
+END $$;
+
+CREATE FUNCTION snowflake_min_id(ts timestamptz) RETURNS bigint
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.tick_at(ts) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int
+$$;
+COMMENT ON FUNCTION snowflake_min_id(timestamptz) IS 'The smallest id any shard can mint in the tick holding ts';
+
+CREATE FUNCTION snowflake_max_id(ts timestamptz) RETURNS bigint
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT (snowflake_id_portable.tick_at(ts) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) | ((1::bigint << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) - 1)
+$$;
+COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard can mint in the tick holding ts';
+
+-- The figures of a layout: the configured one, or any a DBA is weighing.
+-- (The figures are computed by snowflake_id_portable.figures: PL/pgSQL cannot name an argument
+-- and a result column alike, as this signature, the native edition's, does.)
+CREATE FUNCTION snowflake_id_portable.figures(l text, e timestamptz,
+    OUT layout text, OUT epoch timestamptz, OUT time_bits int, OUT shard_bits int, OUT seq_bits int, OUT tick_ms int,
+    OUT max_shard int, OUT ids_per_ms double precision, OUT ids_per_second bigint,
+    OUT last_timestamp timestamptz, OUT lifetime_years double precision)
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    w int[] := CASE WHEN l IS NULL THEN ARRAY[s[4], s[5], s[6], s[3]]::int[] ELSE snowflake_id_portable.widths(l) END;
+    epoch_ms numeric := CASE WHEN e IS NULL THEN s[2] ELSE floor(extract(epoch FROM e) * 1000) END;
+    end_ms numeric := epoch_ms + 2::numeric ^ w[1] * w[4] - 1;
+BEGIN
+    IF e IS NOT NULL AND (NOT isfinite(e) OR epoch_ms < 0) THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
+    END IF;
+    IF end_ms > 9223372036854775807 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'the layout ends beyond what 64 bits of milliseconds can hold';
+    END IF;
+    layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
+    epoch := snowflake_id_portable.ts_of_ms(epoch_ms);
+    time_bits := w[1];
+    shard_bits := w[2];
+    seq_bits := w[3];
+    tick_ms := w[4];
+    max_shard := (1 << w[2]) - 1;
+    ids_per_ms := (2::numeric ^ w[3] / w[4])::double precision;
+    ids_per_second := (2::numeric ^ w[3] * 1000 / w[4])::bigint;
+    last_timestamp := CASE WHEN end_ms >= 9224318016000000 THEN 'infinity'::timestamptz ELSE snowflake_id_portable.ts_of_ms(end_ms) END;
+    lifetime_years := (2::numeric ^ w[1] * w[4] / 31557600000)::double precision;
+END $$;
+
+CREATE FUNCTION snowflake_layout(layout text DEFAULT NULL, epoch timestamptz DEFAULT NULL)
+RETURNS TABLE (layout text, epoch timestamptz, time_bits int, shard_bits int, seq_bits int, tick_ms int,
+               max_shard int, ids_per_ms double precision, ids_per_second bigint,
+               last_timestamp timestamptz, lifetime_years double precision)
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT * FROM snowflake_id_portable.figures($1, $2)
+$$;
+COMMENT ON FUNCTION snowflake_layout(text, timestamptz) IS 'The figures of a snowflake layout: the configured one by default';
+
+------------------------------------------------------------------------------------------------
+-- Text forms: Crockford base32 of fixed width, which sorts like the value. 13 characters for a
+-- snowflake id, the 26 of a ULID for a UUID. Decoding is strict: exactly the width, the alphabet
+-- in either case, no aliases.
+
+-- 22P02 for a text that is not the width, has a character outside the alphabet, or is too large.
+CREATE FUNCTION snowflake_id_portable.base32_digits(t text, kind text, width int) RETURNS int[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    digits int[] := '{}';
+    d int;
+    why text;
+    shown text := '';
+    b bytea := convert_to(left(t, 40), 'UTF8');
+BEGIN
+    IF octet_length(t) <> width THEN
+        why := format('The text is %s bytes long, not %s.', octet_length(t), width);
+    ELSE
+        FOR i IN 1 .. width LOOP
+            d := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZ', upper(substr(t, i, 1))) - 1;
+            IF d < 0 THEN
+                why := format('The text has a character outside Crockford''s base32 alphabet at position %s.', i);
+                EXIT;
+            END IF;
+            digits := digits || d;
+        END LOOP;
+        IF why IS NULL AND digits[1] > 7 THEN
+            why := 'The text is larger than the largest value of its type.';
+        END IF;
+    END IF;
+    IF why IS NULL THEN
+        RETURN digits;
+    END IF;
+    FOR i IN 0 .. least(octet_length(b), 32) - 1 LOOP
+        shown := shown || CASE WHEN get_byte(b, i) BETWEEN 32 AND 126 THEN chr(get_byte(b, i))
+                               ELSE '\x' || lpad(to_hex(get_byte(b, i)), 2, '0') END;
+    END LOOP;
+    IF octet_length(t) > 32 THEN
+        shown := shown || '...';
+    END IF;
+    RAISE EXCEPTION 'invalid input syntax for %: "%"', kind, shown USING ERRCODE = '22P02', DETAIL = why;
+END $$;
+
+CREATE FUNCTION snowflake_to_text(id bigint) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    out text := '';
+BEGIN
+    IF id < 0 THEN
+        RAISE EXCEPTION 'snowflake id % is negative', id USING ERRCODE = '22003';
+    END IF;
+    FOR i IN REVERSE 12 .. 0 LOOP
+        out := out || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', ((id >> (5 * i)) & 31)::int + 1, 1);
+    END LOOP;
+    RETURN out;
+END $$;
+COMMENT ON FUNCTION snowflake_to_text(bigint) IS 'The 13-character text of a snowflake id: Crockford base32, which sorts like the ids';
+
+CREATE FUNCTION snowflake_from_text(t text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    id bigint := 0;
+    d int;
+BEGIN
+    FOREACH d IN ARRAY snowflake_id_portable.base32_digits(t, 'a snowflake id''s text', 13) LOOP
+        id := (id << 5) | d;
+    END LOOP;
+    RETURN id;
+END $$;
+COMMENT ON FUNCTION snowflake_from_text(text) IS 'The snowflake id of a 13-character text (either case)';
+
+CREATE FUNCTION uuid_to_ulid(id uuid) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    bits bit(130) := B'00' || ('x' || encode(uuid_send(id), 'hex'))::bit(128);
+    out text := '';
+BEGIN
+    FOR i IN 0 .. 25 LOOP
+        out := out || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', substring(bits FROM i * 5 + 1 FOR 5)::int + 1, 1);
+    END LOOP;
+    RETURN out;
+END $$;
+COMMENT ON FUNCTION uuid_to_ulid(uuid) IS 'The ULID text of a UUID: for a UUIDv7, the ULID of the same time and bits';
+
+CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    bits varbit := B'';
+    hex text := '';
+    d int;
+BEGIN
+    FOREACH d IN ARRAY snowflake_id_portable.base32_digits(t, 'a ULID', 26) LOOP
+        bits := bits || d::bit(5);
+    END LOOP;
+    FOR i IN 0 .. 31 LOOP
+        hex := hex || to_hex(substring(bits FROM 3 + i * 4 FOR 4)::int);
+    END LOOP;
+    RETURN hex::uuid;
+END $$;
+COMMENT ON FUNCTION ulid_to_uuid(text) IS 'The UUID of a 26-character ULID text (either case)';
+
+------------------------------------------------------------------------------------------------
+-- Configuration and moving between editions: for the role that installed it (and superusers).
+
+-- Every generator's latest tick, in the configuration in force: {snowflake tick, UUID ms}; -1 for
+-- one that never minted.
+CREATE FUNCTION snowflake_id_portable.latest() RETURNS bigint[]
+LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT ARRAY[greatest(coalesce(pg_sequence_last_value('snowflake_id_portable.snowflake_words') >> s[6]::int, -1),
+                          coalesce(pg_sequence_last_value('snowflake_id_portable.owned_words') / (greatest(s[7], 1) << s[6]::int), -1)),
+                 coalesce(pg_sequence_last_value('snowflake_id_portable.uuid_words') >> 12, -1)]
+    FROM snowflake_id_portable.settings() s
+$$;
+
+-- Moves a generator so that its next word is at least `first` (exactly `first` with `rescale`:
+-- the words of a new configuration, whose ticks all lie after the old one's), as a jump does: gen
+-- odd around the setval, and gen's serial the configuration's. The caller holds the lock on the
+-- configuration table.
+CREATE FUNCTION snowflake_id_portable.raise_to(generator regclass, first bigint, serial bigint, rescale boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    c bigint := pg_sequence_last_value('snowflake_id_portable.gen') >> 16;
+BEGIN
+    c := c + CASE WHEN c & 1 = 0 THEN 1 ELSE 2 END;
+    PERFORM setval('snowflake_id_portable.gen', (c << 16) | serial);
+    IF first > 0 AND (rescale OR nextval(generator) < first) THEN
+        PERFORM setval(generator, first - 1);
+    END IF;
+    PERFORM setval('snowflake_id_portable.gen', ((c + 1) << 16) | serial);
+END $$;
+
+-- Chooses the layout, epoch and shards (NULL keeps the current one), and returns the
+-- configuration in force. The layout and epoch may change only before the first snowflake id;
+-- the shards at any time, and every generator then continues after the latest tick minted.
+CREATE FUNCTION snowflake_id_portable.configure(layout text, epoch timestamptz, shards text)
+RETURNS snowflake_id_portable.config
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    cur snowflake_id_portable.config;
+    w int[];
+    owned int[];
+    new_layout text;
+    new_epoch timestamptz;
+    latest bigint[];
+    per_tick bigint;
+BEGIN
+    LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+    SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
+    w := snowflake_id_portable.widths(coalesce(configure.layout, cur.layout));
+    new_layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
+    new_epoch := coalesce(configure.epoch, cur.epoch);
+    IF NOT isfinite(new_epoch) OR new_epoch < 'epoch' OR new_epoch > now() THEN
+        RAISE EXCEPTION 'invalid snowflake epoch' USING ERRCODE = '22023',
+            DETAIL = 'The epoch must lie between 1970-01-01 00:00:00+00 and now.';
+    END IF;
+    latest := snowflake_id_portable.latest();
+    IF (new_layout <> cur.layout OR new_epoch <> cur.epoch) AND latest[1] >= 0 THEN
+        RAISE EXCEPTION 'the snowflake layout and epoch can change only before the first id' USING ERRCODE = '55000',
+            DETAIL = format('This database minted snowflake ids under %s from %s; other ids would not sort or decode with them.', cur.layout, cur.epoch);
+    END IF;
+    owned := coalesce(snowflake_id_portable.shard_list(coalesce(configure.shards, cur.shards), (1 << w[2]) - 1), '{}');
+    IF cur.serial >= 65535 THEN
+        RAISE EXCEPTION 'the portable edition has been configured 65,535 times' USING ERRCODE = '54000';
+    END IF;
+    INSERT INTO snowflake_id_portable.config (serial, layout, epoch, shards)
+    VALUES (cur.serial + 1, new_layout, new_epoch,
+            CASE WHEN cardinality(owned) = 0 THEN '*' ELSE btrim(coalesce(configure.shards, cur.shards)) END);
+    -- Both snowflake generators continue after the latest tick either reached, in their new
+    -- scale, so no shard's id repeats whichever generator it now comes from.
+    IF latest[1] >= 0 THEN
+        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (latest[1] + 1) << w[3], cur.serial + 1, true);
+        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (latest[1] + 1) * (greatest(cardinality(owned), 1) << w[3]), cur.serial + 1, true);
+    ELSE
+        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', 0, cur.serial + 1);
+    END IF;
+    SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
+    RETURN cur;
+END $$;
+
+CREATE FUNCTION snowflake_portable_configure(layout text DEFAULT NULL, epoch timestamptz DEFAULT NULL, shards text DEFAULT NULL)
+RETURNS TABLE (layout text, epoch timestamptz, shards text)
+LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT c.layout, c.epoch, c.shards FROM snowflake_id_portable.configure($1, $2, $3) c
+$$;
+REVOKE ALL ON FUNCTION snowflake_portable_configure(text, timestamptz, text) FROM PUBLIC;
+COMMENT ON FUNCTION snowflake_portable_configure(text, timestamptz, text) IS 'Chooses the layout and epoch (before the first id) and the shards this database owns';
+
+-- The time every id this database minted lies before: the native edition's floor, for
+-- SELECT snowflake_id_advance(...) when moving to it.
+CREATE FUNCTION snowflake_id_portable.high_water() RETURNS timestamptz
+LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT greatest(snowflake_id_portable.ts_of_ms(s[2] + (l[1] + 1) * s[3]), snowflake_id_portable.ts_of_ms(l[2] + 1))
+    FROM snowflake_id_portable.settings() s, snowflake_id_portable.latest() l
+$$;
+
+CREATE FUNCTION snowflake_portable_high_water() RETURNS timestamptz
+LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.high_water()
+$$;
+REVOKE ALL ON FUNCTION snowflake_portable_high_water() FROM PUBLIC;
+COMMENT ON FUNCTION snowflake_portable_high_water() IS 'A time after every id this database minted';
+
+-- Moves every generator past `ts`: the next ids come from later ticks. For a database whose ids
+-- were minted elsewhere (the native edition, another server) up to that time.
+CREATE FUNCTION snowflake_portable_advance(ts timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.settings();
+    tick bigint := snowflake_id_portable.tick_at(ts);
+    ms bigint := floor(extract(epoch FROM ts) * 1000);
+BEGIN
+    LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) << s[6]::int, s[1]);
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int), s[1]);
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.uuid_words', (ms + 1) << 12, s[1]);
+    RETURN snowflake_id_portable.high_water();
+END $$;
+REVOKE ALL ON FUNCTION snowflake_portable_advance(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION snowflake_portable_advance(timestamptz) IS 'Moves every generator past a time: the next ids are later';
