@@ -109,7 +109,7 @@ build_pg_tle() {
 }
 
 # The pg_regress tests of pg_test/sql, in the order they run.
-REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security"
+REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security portable"
 
 # pg_regress_suite MAJOR BINDIR PGXS_REGRESS HOST PORT OUTDIR TEST...: runs pg_test/sql/TEST.sql
 # through pg_regress against a running server, with pg_test/expected/pgMAJOR/ overriding
@@ -125,6 +125,11 @@ pg_regress_suite() {
   "${run[@]}" rm -rf "$out"
   "${run[@]}" mkdir -p "$out/input/expected"
   tar -C "$REPO_ROOT/pg_test" -cf - sql expected | "${run[@]}" tar -xf - -C "$out/input"
+  # The portable test installs the portable edition: its line `\ir portable_install.sql` becomes
+  # the script itself (pg_regress's psql has no path to the repository).
+  awk -v f="$REPO_ROOT/sql/portable/snowflake_id_portable.sql" \
+    '$0 == "\\ir portable_install.sql" { while ((getline l < f) > 0) print l; next } { print }' \
+    "$REPO_ROOT/pg_test/sql/portable.sql" | "${run[@]}" tee "$out/input/sql/portable.sql" >/dev/null
   if [ -d "$REPO_ROOT/pg_test/expected/pg$major" ]; then
     tar -C "$REPO_ROOT/pg_test/expected/pg$major" -cf - . | "${run[@]}" tar -xf - -C "$out/input/expected"
   fi

@@ -1,0 +1,85 @@
+-- The portable edition (sql/portable/snowflake_id_portable.sql) beside the native extension in
+-- one database: the same bits, the same figures, the same text forms, the same SQLSTATEs.
+CREATE EXTENSION snowflake_id;
+CREATE SCHEMA portable;
+GRANT USAGE ON SCHEMA portable TO PUBLIC;
+-- (The next line becomes sql/portable/snowflake_id_portable.sql: scripts/lib.sh, pg_regress_suite.)
+\set ECHO none
+\set QUIET on
+\o /dev/null
+SET search_path = portable;
+\ir portable_install.sql
+RESET search_path;
+\o
+\set QUIET off
+\set ECHO all
+\set VERBOSITY default
+-- Bit for bit: ids of either edition decode alike in both, for the shard they were minted for,
+-- within the millisecond of the call.
+WITH n AS (SELECT clock_timestamp() AS t0, snowflake_next(5) AS id, clock_timestamp() AS t1 FROM generate_series(1, 500)),
+     p AS (SELECT clock_timestamp() AS t0, portable.snowflake_next(5) AS id, clock_timestamp() AS t1 FROM generate_series(1, 500)),
+     r AS (SELECT (random() * 9223372036854775807)::bigint AS id FROM generate_series(1, 500))
+SELECT (SELECT count(*) FROM (SELECT id FROM n UNION ALL SELECT id FROM p UNION ALL SELECT id FROM r) a
+        WHERE snowflake_decode(id) IS DISTINCT FROM portable.snowflake_decode(id)) AS decoded_differently,
+       (SELECT count(*) FROM p WHERE snowflake_shard(id) <> 5
+           OR snowflake_timestamp(id) NOT BETWEEN date_trunc('milliseconds', t0) AND t1) AS portable_ids_off,
+       (SELECT count(*) FROM n WHERE portable.snowflake_shard(id) <> 5
+           OR portable.snowflake_timestamp(id) NOT BETWEEN date_trunc('milliseconds', t0) AND t1) AS native_ids_off;
+-- The id of a shard, tick and sequence is the same number: the range bounds agree, and a portable
+-- id is exactly its fields' bits.
+WITH t AS (SELECT timestamptz '2025-01-01' + random() * interval '60 years' AS ts FROM generate_series(1, 500))
+SELECT count(*) FILTER (WHERE snowflake_min_id(ts) <> portable.snowflake_min_id(ts)
+                           OR snowflake_max_id(ts) <> portable.snowflake_max_id(ts)) AS bounds_differ
+FROM t;
+SELECT id = ((((extract(epoch FROM ts) * 1000)::bigint - 1735689600000) << 22) | (5 << 9) | seq) AS same_bits
+FROM (SELECT id, (snowflake_decode(id)).* FROM (SELECT portable.snowflake_next(5) AS id) x) y;
+-- Layout figures, for the presets and for custom layouts and epochs.
+SELECT count(*) AS figures_differ
+FROM (VALUES (NULL, NULL), ('default', NULL), ('twitter', '2010-11-04'), ('sonyflake', '2014-09-01'),
+             ('39/16/8@10ms', NULL), (' 41/10/12 ', '2020-01-01'), ('50/5/8@1000ms', NULL), ('48/7/8@10ms', NULL),
+             ('1/0/1', '1970-01-01')) v(l, e)
+WHERE (SELECT row(f.*) FROM snowflake_layout(l, e::timestamptz) f) IS DISTINCT FROM
+      (SELECT row(f.*) FROM portable.snowflake_layout(l, e::timestamptz) f);
+-- Text forms.
+WITH v AS (SELECT (random() * 9223372036854775807)::bigint AS id, gen_random_uuid() AS u FROM generate_series(1, 300)
+           UNION ALL VALUES (0, '00000000-0000-0000-0000-000000000000'::uuid), (9223372036854775807, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+SELECT count(*) FILTER (WHERE snowflake_to_text(id) <> portable.snowflake_to_text(id)
+                           OR portable.snowflake_from_text(lower(snowflake_to_text(id))) <> id
+                           OR uuid_to_ulid(u) <> portable.uuid_to_ulid(u)
+                           OR portable.ulid_to_uuid(lower(uuid_to_ulid(u))) <> u) AS text_differs
+FROM v;
+-- A UUIDv7 of the portable edition: version 7, variant RFC 9562, the call's millisecond.
+SELECT uuid_extract_version(u) AS version, substr(u::text, 20, 1) IN ('8', '9', 'a', 'b') AS rfc_variant,
+       uuidv7_timestamp(u) BETWEEN date_trunc('milliseconds', t0) AND t1 AS its_millisecond
+FROM (SELECT clock_timestamp() AS t0, portable.uuidv7_next() AS u, clock_timestamp() AS t1) x;
+-- Errors: each statement, run by both editions, gives the same SQLSTATE. (Both messages shown.)
+CREATE FUNCTION pg_temp.outcome(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END $$;
+SELECT left(native, 5) = left(port, 5) AS same_sqlstate, stmt, native, port
+FROM (VALUES ('snowflake_next(NULL)'), ('snowflake_next(-1)'), ('snowflake_next(8192)'), ('snowflake_next()'),
+             ('snowflake_timestamp(-1)'), ('snowflake_shard(-5)'), ('snowflake_decode(-1)'),
+             ('snowflake_min_id(''infinity'')'), ('snowflake_max_id(''2024-12-31 23:59:59+00'')'),
+             ('snowflake_min_id(''2094-09-08'')'),
+             ('snowflake_layout(''41/13/10'')'), ('snowflake_layout(''bogus'')'), ('snowflake_layout(repeat(''/'', 100))'),
+             ('snowflake_layout(''41/17/5'')'), ('snowflake_layout(''41/13/9@1001ms'')'),
+             ('snowflake_to_text(-1)'), ('snowflake_from_text(''000000000000'')'), ('snowflake_from_text(''00000O0000000'')'),
+             ('snowflake_from_text(''8000000000000'')'), ('ulid_to_uuid(''8ZZZZZZZZZZZZZZZZZZZZZZZZZ'')'),
+             ('ulid_to_uuid(''01FWHE4YDGFK1SHH6W1G60EEC'')')) s(stmt),
+     LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
+-- What PUBLIC may do: mint and read, never configure or reach the counters.
+CREATE ROLE sfid_portable_plain;
+SET ROLE sfid_portable_plain;
+SELECT portable.snowflake_next(9) > 0 AS mints, portable.snowflake_shard(portable.snowflake_next(9)) AS shard;
+SELECT portable.snowflake_portable_configure(shards => '1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT nextval('snowflake_id_portable.owned_words');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM snowflake_id_portable.config;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE sfid_portable_plain;
