@@ -10,8 +10,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}" SFID_FLEET="${SFID_FLEET:-18}"
+# The portable edition's majors (t/007), and those it runs under pg_tle on (t/008).
+export SFID_PORTABLE="${SFID_PORTABLE:-14 15 16 17 18}" SFID_TLE="${SFID_TLE:-15 18}"
 # The private trees of scripts/setup.sh throughout, each with the extension built for its major.
-for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET; do
+for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET $SFID_PORTABLE $SFID_TLE; do
   export "SFID_PG$v=$(pg_prefix "$v")"
 done
 # Citus for t/005_citus.pl, built into the fleet major's tree; the test skips without it.
@@ -19,6 +21,13 @@ done
 export SFID_CITUS=no
 if [ "$SFID_FLEET" -ge 16 ] && citus_tarball >/dev/null; then
   if build_citus "$(pg_prefix "$SFID_FLEET")"; then SFID_CITUS=yes; else SFID_CITUS=build-failed; fi
+fi
+# pg_tle for t/008_portable_tle.pl, built into each of its majors' trees; as with Citus, the test
+# skips without the tarball and fails when it is there but does not build.
+export SFID_PG_TLE=no
+if pg_tle_tarball >/dev/null; then
+  SFID_PG_TLE=yes
+  for v in $SFID_TLE; do build_pg_tle "$(pg_prefix "$v")" || SFID_PG_TLE=build-failed; done
 fi
 perl_lib=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
 export PG_REGRESS="$(pg_prefix 15)/lib/pgxs/src/test/regress/pg_regress"
@@ -28,11 +37,12 @@ dir="$SNOWFLAKE_RUN_DIR/tap"
 $SUDO rm -rf "$dir"
 $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR" "$dir"
 $SUDO cp -r "$REPO_ROOT/pg_test/tap/." "$dir/"
+$SUDO cp -r "$REPO_ROOT/sql/portable" "$dir/portable"
 $SUDO chown -R postgres:postgres "$dir"
 out="$(mktemp)"
 rc=0
 as_postgres env TESTDIR="$dir" PG_REGRESS="$PG_REGRESS" SFID_FROM="$SFID_FROM" SFID_TO="$SFID_TO" \
-  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
+  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" SFID_PORTABLE="$SFID_PORTABLE" SFID_TLE="$SFID_TLE" SFID_PG_TLE="$SFID_PG_TLE" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
   bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
 passed="$(grep -cE '^ok [0-9]+' "$out" || true)" failed="$(grep -cE '^not ok [0-9]+' "$out" || true)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a test died before its plan ended

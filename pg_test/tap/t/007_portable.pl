@@ -1,0 +1,211 @@
+# The portable edition (sql/portable/snowflake_id_portable.sql), on every major in SFID_PORTABLE
+# (default 14-18), as a non-superuser installs it with psql, on servers with no snowflake_id:
+# - eight clients insert 20,000 rows each: no repeated id, and a call that starts after another
+#   returned gets a larger id (snowflake_next() on 128 shards, uuidv7_next(), and one shard's
+#   snowflake_next(7) and snowflake_next() sharing its generator);
+# - the clock steps back by seconds (libfaketime, through a file the server reads its offset from):
+#   the ids go on increasing;
+# - ids returned by read-only SELECTs while another session holds the generator's unflushed WAL
+#   record, then kill -9, and a restart with the clock a minute behind: none is issued again;
+# - a streaming standby promoted with its clock a minute behind continues above every id the old
+#   primary committed;
+# - pg_dump / pg_restore into a new database, with the clock a minute behind: the configuration
+#   travels, and the next ids are above the restored ones, with no manual step.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeNode;
+
+my $script = "$ENV{TESTDIR}/portable/snowflake_id_portable.sql";
+-e $script or BAIL_OUT("$script is missing: pg_test/tap.sh copies sql/portable");
+my $faketime = (grep { -e $_ } map { "$_/faketime/libfaketime.so.1" } qw(/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib))[0]
+  or BAIL_OUT('libfaketime is not installed (scripts/setup.sh installs it)');
+
+# A node with no snowflake_id, whose clock is the real one shifted by the offset in its own file.
+sub portable_node
+{
+	my ($name, $major, %params) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name, install_path => install_path($major));
+	my @extra = $major >= 18 ? ('--no-data-checksums') : ();
+	$node->init(extra => [ @extra, '-E', 'UTF8', '--locale=C' ], %params);
+	# A WAL record waits in shared memory until a commit flushes it, or the WAL writer's next
+	# round: ten seconds, so that the crash below finds unflushed records where there are any.
+	$node->append_conf('postgresql.conf', "timezone = 'UTC'\nfsync = off\nmax_connections = 30\nwal_writer_delay = 10s\n");
+	return $node;
+}
+
+sub clock_file { my ($node) = @_; return $node->basedir . '/clock_offset'; }
+
+# Starts a node under libfaketime, its clock shifted by what its clock file says ('+0' at first).
+sub start_with_clock
+{
+	my ($node) = @_;
+	my $file = clock_file($node);
+	PostgreSQL::Test::Utils::append_to_file($file, "+0\n") unless -e $file;
+	local $ENV{LD_PRELOAD} = $faketime;
+	local $ENV{FAKETIME_TIMESTAMP_FILE} = $file;
+	local $ENV{FAKETIME_CACHE_DURATION} = 1;
+	$node->start;
+}
+
+# Shifts a running node's clock (each process reads the file again within a second).
+sub set_clock
+{
+	my ($node, $offset) = @_;
+	open my $fh, '>', clock_file($node) or die $!;
+	print $fh "$offset\n";
+	close $fh;
+	sleep 2;
+}
+
+# The portable script, installed by the role app into the database it owns.
+sub install_portable
+{
+	my ($node, $db) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db OWNER app");
+	$node->command_ok([ $node->installed_command('psql'), '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-1',
+		'-d', $node->connstr($db) . ' user=app', '-f', $script ], "the script installs into $db as a non-superuser");
+}
+
+sub app_psql
+{
+	my ($node, $db, $sql) = @_;
+	return $node->safe_psql($db, $sql, extra_params => [ '-U', 'app' ]);
+}
+
+# Calls that started after another returned and got a smaller id (t0 and t1 bracket the call).
+sub order_violations
+{
+	my ($node, $db, $table, $where) = @_;
+	return $node->safe_psql($db, qq{
+		SELECT count(*) FROM (
+			SELECT t0, min(t1) OVER (ORDER BY id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later_ended
+			FROM $table $where) x
+		WHERE later_ended < t0});
+}
+
+for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
+{
+	my $node = portable_node("portable_$major", $major, allows_streaming => 1);
+	start_with_clock($node);
+	$node->safe_psql('postgres', 'CREATE ROLE app LOGIN');
+
+	# Concurrency: eight clients, 20,000 transactions each.
+	install_portable($node, 'appdb');
+	app_psql($node, 'appdb', qq{
+		SELECT snowflake_portable_configure(shards => '0-127');
+		CREATE TABLE flakes (id bigint PRIMARY KEY, t0 timestamptz, t1 timestamptz);
+		CREATE TABLE uuids (id uuid PRIMARY KEY, t0 timestamptz, t1 timestamptz);});
+	# t0 and t1 bracket the call: a SELECT list is evaluated left to right.
+	my $load = $node->basedir . '/load.sql';
+	PostgreSQL::Test::Utils::append_to_file($load,
+		"INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n"
+		  . "INSERT INTO uuids (t0, id, t1) SELECT clock_timestamp(), uuidv7_next(), clock_timestamp();\n");
+	$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-t', 20000, '-f', $load,
+		'-h', $node->host, '-p', $node->port, '-U', 'app', 'appdb' ], "PG $major: eight clients insert 20,000 rows each");
+	is($node->safe_psql('appdb', 'SELECT count(*), count(DISTINCT id) FROM flakes'), '160000|160000',
+		"PG $major: 160,000 snowflake ids, none repeated");
+	is($node->safe_psql('appdb', 'SELECT count(*), count(DISTINCT id) FROM uuids'), '160000|160000',
+		"PG $major: 160,000 UUIDv7s, none repeated");
+	is(order_violations($node, 'appdb', 'flakes', ''), '0', "PG $major: snowflake_next() increases across sessions");
+	is(order_violations($node, 'appdb', 'uuids', ''), '0', "PG $major: uuidv7_next() increases across sessions");
+	is($node->safe_psql('appdb', 'SELECT count(*) FROM flakes WHERE snowflake_shard(id) NOT BETWEEN 0 AND 127'),
+		'0', "PG $major: the ids come from the owned shards 0-127");
+	is($node->safe_psql('appdb', q{SELECT count(*) FROM uuids WHERE substr(id::text, 15, 1) <> '7' OR substr(id::text, 20, 1) NOT IN ('8', '9', 'a', 'b')}),
+		'0', "PG $major: every UUID is version 7, variant RFC 9562");
+
+	# One owned shard: snowflake_next(7) and snowflake_next() share its generator.
+	install_portable($node, 'onedb');
+	app_psql($node, 'onedb', qq{
+		SELECT snowflake_portable_configure(shards => '7');
+		CREATE TABLE flakes (id bigint PRIMARY KEY, t0 timestamptz, t1 timestamptz);});
+	my $mixed = $node->basedir . '/mixed.sql';
+	PostgreSQL::Test::Utils::append_to_file($mixed,
+		"INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(7), clock_timestamp();\n"
+		  . "INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n");
+	$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-t', 2000, '-f', $mixed,
+		'-h', $node->host, '-p', $node->port, '-U', 'app', 'onedb' ], "PG $major: eight clients mint for one shard both ways");
+	is($node->safe_psql('onedb', 'SELECT count(DISTINCT id), count(*) FILTER (WHERE snowflake_shard(id) <> 7), '
+		  . (order_violations($node, 'onedb', 'flakes', '') eq '0' ? "'ordered'" : "'unordered'") . ' FROM flakes'),
+		'32000|0|ordered', "PG $major: shard 7's 32,000 ids, none repeated, in call order");
+
+	# The clock steps back five seconds while the server runs.
+	my $before = app_psql($node, 'appdb', 'SELECT max(id) FROM flakes');
+	set_clock($node, '-5s');
+	my ($after, $uuid_ok) = split /\|/, app_psql($node, 'appdb', qq{
+		SELECT min(id), bool_and(u > (SELECT id FROM uuids ORDER BY id DESC LIMIT 1)) FROM (SELECT snowflake_next() AS id, uuidv7_next() AS u FROM generate_series(1, 1000)) x});
+	cmp_ok($after, '>', $before, "PG $major: with the clock 5 s back, the next ids are above every earlier one");
+	is($uuid_ok, 't', "PG $major: and so are the next UUIDv7s");
+	set_clock($node, '+0');
+
+	# Read-only SELECTs take ids covered by a WAL record that a session which has not committed
+	# wrote; then the server is killed (kill -9) and restarts a minute behind. (The generator is
+	# first moved ahead of the clock, so that the SELECTs take words without a jump.)
+	app_psql($node, 'appdb', "SELECT snowflake_portable_advance(now() + interval '2 minutes')");
+	# Ahead of the clock, consecutive ids fill a tick's shards in order, 512 each.
+	is(app_psql($node, 'appdb', 'SELECT string_agg(s::text, \',\' ORDER BY s) || \' \' || count(DISTINCT t) FROM (SELECT snowflake_shard(id) s, count(*) n, min(snowflake_timestamp(id)) t FROM (SELECT snowflake_next() id FROM generate_series(1, 1100)) x GROUP BY 1) y'),
+		'0,1,2 1', "PG $major: 1,100 ids minted ahead of the clock fill shards 0, 1 and 2 of one tick");
+	my $holder = $node->background_psql('appdb', extra_params => [ '-U', 'app' ]);
+	$holder->query_safe('BEGIN');
+	$holder->query_safe(q{DO $$ BEGIN LOOP PERFORM snowflake_next(); EXIT WHEN (SELECT log_cnt FROM snowflake_id_portable.owned_words) = 32; END LOOP; END $$});
+	my @returned = map { app_psql($node, 'appdb', 'SELECT snowflake_next()') } 1 .. 20;
+	my $max_returned = (sort { $a <=> $b } @returned)[-1];
+	$node->kill9;
+	eval { $holder->quit };
+	open my $fh, '>', clock_file($node) or die $!;
+	print $fh "-60s\n";
+	close $fh;
+	# The backends exit once they notice the postmaster is gone.
+	my $started;
+	for (1 .. 30)
+	{
+		sleep 1;
+		local $ENV{LD_PRELOAD} = $faketime;
+		local $ENV{FAKETIME_TIMESTAMP_FILE} = clock_file($node);
+		local $ENV{FAKETIME_CACHE_DURATION} = 1;
+		$node->{_pid} = undef;    # a failed start reads the dead postmaster's pid file
+		last if ($started = $node->start(fail_ok => 1));
+	}
+	ok($started, "PG $major: the server restarts after kill -9, a minute behind");
+	my $next = app_psql($node, 'appdb', 'SELECT min(id) FROM (SELECT snowflake_next() AS id FROM generate_series(1, 100)) x');
+	cmp_ok($next, '>', $max_returned,
+		"PG $major: after kill -9 and a restart a minute behind, no id returned by a read-only SELECT is issued again");
+
+	# A streaming standby promoted a minute behind.
+	set_clock($node, '+0');
+	$node->backup('base');
+	my $standby = PostgreSQL::Test::Cluster->new("portable_standby_$major", install_path => install_path($major));
+	$standby->init_from_backup($node, 'base', has_streaming => 1);
+	start_with_clock($standby);
+	app_psql($node, 'appdb', 'INSERT INTO flakes (id) SELECT snowflake_next() FROM generate_series(1, 5000)');
+	my $committed = app_psql($node, 'appdb', 'SELECT max(id) FROM flakes');
+	$node->wait_for_catchup($standby, 'replay', $node->lsn('flush'));
+	$node->stop('immediate');
+	set_clock($standby, '-60s');
+	$standby->promote;
+	my $promoted = app_psql($standby, 'appdb', 'SELECT min(id) FROM (SELECT snowflake_next() AS id FROM generate_series(1, 100)) x');
+	cmp_ok($promoted, '>', $committed, "PG $major: the standby promoted a minute behind continues above the old primary's ids");
+	$standby->stop;
+
+	# pg_dump / pg_restore into a new database, the clock a minute behind.
+	set_clock($node, '+0');
+	start_with_clock($node);
+	my $dump = $node->basedir . '/appdb.dump';
+	$node->command_ok([ $node->installed_command('pg_dump'), '-Fc', '-f', $dump, '-d', $node->connstr('appdb') . ' user=app' ],
+		"PG $major: pg_dump of the database, as its owner");
+	my $dumped = app_psql($node, 'appdb', 'SELECT max(id) FROM flakes');
+	$node->safe_psql('postgres', 'CREATE DATABASE restored OWNER app');
+	set_clock($node, '-60s');
+	$node->command_ok([ $node->installed_command('pg_restore'), '--exit-on-error', '-d', $node->connstr('restored') . ' user=app', $dump ],
+		"PG $major: pg_restore into a new database, as its owner");
+	my ($first, $shards) = split /\|/, app_psql($node, 'restored', qq{
+		SELECT min(id), min(snowflake_shard(id)) >= 0 AND max(snowflake_shard(id)) <= 127
+		FROM (SELECT snowflake_next() AS id FROM generate_series(1, 2000)) x});
+	cmp_ok($first, '>', $dumped, "PG $major: the restored database's next ids are above the restored ones, with no manual step");
+	is($shards, 't', "PG $major: the restored database keeps its shards (0-127)");
+	$node->stop;
+}
+
+done_testing();
