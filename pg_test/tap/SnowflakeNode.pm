@@ -11,7 +11,7 @@ use Test::More;
 use IPC::Run;
 use Exporter 'import';
 
-our @EXPORT = qw(sfid_node install_path start_insert_load finish_loads);
+our @EXPORT = qw(sfid_node install_path start_insert_load finish_loads start_with_clock set_clock clock_file);
 
 sub install_path
 {
@@ -73,6 +73,39 @@ sub finish_loads
 		my ($h, $err, $what) = @$l;
 		ok(eval { $h->finish; 1 } && $h->result == 0, "inserts through $what finished without an error") or diag($$err);
 	}
+}
+
+# libfaketime, which shifts a server's clock from outside.
+my $faketime = (grep { -e $_ } map { "$_/faketime/libfaketime.so.1" } qw(/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib))[0];
+
+# The file a node started by start_with_clock reads its clock's offset from.
+sub clock_file { my ($node) = @_; return $node->basedir . '/clock_offset'; }
+
+# start_with_clock(NODE, %start_params): starts NODE under libfaketime, its clock the real one
+# shifted by what its clock file says ('+0' at first). Returns what $node->start returns.
+sub start_with_clock
+{
+	my ($node, %params) = @_;
+	$faketime or BAIL_OUT('libfaketime is not installed (scripts/setup.sh installs it)');
+	my $file = clock_file($node);
+	PostgreSQL::Test::Utils::append_to_file($file, "+0\n") unless -e $file;
+	local $ENV{LD_PRELOAD} = $faketime;
+	local $ENV{FAKETIME_TIMESTAMP_FILE} = $file;
+	local $ENV{FAKETIME_CACHE_DURATION} = 1;
+	return $node->start(%params);
+}
+
+# set_clock(NODE, OFFSET): shifts the clock of a node started by start_with_clock ('-60s', '+0');
+# with a third argument false, only writes the file (for a node that is not running).
+sub set_clock
+{
+	my ($node, $offset, $wait) = @_;
+	open my $fh, '>', clock_file($node) or die $!;
+	print $fh "$offset\n";
+	close $fh;
+	# Each process reads the file again within a second.
+	sleep 2 if $wait // 1;
+	return;
 }
 
 1;

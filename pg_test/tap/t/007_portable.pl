@@ -2,7 +2,8 @@
 # (default 14-18), as a non-superuser installs it with psql, on servers with no snowflake_id:
 # - eight clients insert 20,000 rows each: no repeated id, and a call that starts after another
 #   returned gets a larger id (snowflake_next() on 128 shards, uuidv7_next(), and one shard's
-#   snowflake_next(7) and snowflake_next() sharing its generator);
+#   snowflake_next(7) and snowflake_next() sharing its generator); then, on the first major, for
+#   20 s with a tick that holds what the clients mint in a millisecond, where jumps race calls;
 # - the clock steps back by seconds (libfaketime, through a file the server reads its offset from):
 #   the ids go on increasing;
 # - ids returned by read-only SELECTs while another session holds the generator's unflushed WAL
@@ -20,10 +21,7 @@ use SnowflakeNode;
 
 my $script = "$ENV{TESTDIR}/portable/snowflake_id_portable.sql";
 -e $script or BAIL_OUT("$script is missing: pg_test/tap.sh copies sql/portable");
-my $faketime = (grep { -e $_ } map { "$_/faketime/libfaketime.so.1" } qw(/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib))[0]
-  or BAIL_OUT('libfaketime is not installed (scripts/setup.sh installs it)');
-
-# A node with no snowflake_id, whose clock is the real one shifted by the offset in its own file.
+# A node with no snowflake_id (its clock shifted by start_with_clock, SnowflakeNode.pm).
 sub portable_node
 {
 	my ($name, $major, %params) = @_;
@@ -34,30 +32,6 @@ sub portable_node
 	# round: ten seconds, so that the crash below finds unflushed records where there are any.
 	$node->append_conf('postgresql.conf', "timezone = 'UTC'\nfsync = off\nmax_connections = 30\nwal_writer_delay = 10s\n");
 	return $node;
-}
-
-sub clock_file { my ($node) = @_; return $node->basedir . '/clock_offset'; }
-
-# Starts a node under libfaketime, its clock shifted by what its clock file says ('+0' at first).
-sub start_with_clock
-{
-	my ($node) = @_;
-	my $file = clock_file($node);
-	PostgreSQL::Test::Utils::append_to_file($file, "+0\n") unless -e $file;
-	local $ENV{LD_PRELOAD} = $faketime;
-	local $ENV{FAKETIME_TIMESTAMP_FILE} = $file;
-	local $ENV{FAKETIME_CACHE_DURATION} = 1;
-	$node->start;
-}
-
-# Shifts a running node's clock (each process reads the file again within a second).
-sub set_clock
-{
-	my ($node, $offset) = @_;
-	open my $fh, '>', clock_file($node) or die $!;
-	print $fh "$offset\n";
-	close $fh;
-	sleep 2;
 }
 
 # The portable script, installed by the role app into the database it owns.
@@ -131,11 +105,37 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 		  . (order_violations($node, 'onedb', 'flakes', '') eq '0' ? "'ordered'" : "'unordered'") . ' FROM flakes'),
 		'32000|0|ordered', "PG $major: shard 7's 32,000 ids, none repeated, in call order");
 
+	# A jump racing the calls that take words while it moves the generator (the sequence lock's
+	# case): the generator must sit at the clock with full ticks, so the layout's tick holds about
+	# what these clients mint in a millisecond, measured first. Once per run, on its first major.
+	if ($major eq (split ' ', $ENV{SFID_PORTABLE} // '14')[0])
+	{
+		my ($out) = PostgreSQL::Test::Utils::run_command([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-T', 3, '-f', $load,
+			'-h', $node->host, '-p', $node->port, '-U', 'app', 'appdb' ]);
+		my ($tps) = $out =~ /tps = ([0-9.]+)/;
+		my $bits = 1;
+		$bits++ while $bits < 9 && (1 << $bits) < 4 * $tps / 1000;    # twice the two ids a transaction
+		install_portable($node, 'racedb');
+		app_psql($node, 'racedb', qq{
+			SELECT snowflake_portable_configure(layout => '41/13/$bits', shards => '7');
+			CREATE UNLOGGED TABLE t (id bigint, t0 timestamptz, t1 timestamptz);});
+		my $race = $node->basedir . '/race.sql';
+		PostgreSQL::Test::Utils::append_to_file($race,
+			"INSERT INTO t (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n");
+		$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-T', 20, '-f', $race,
+			'-h', $node->host, '-p', $node->port, '-U', 'app', 'racedb' ], "PG $major: eight clients mint for 20 s, $bits sequence bits a tick");
+		is($node->safe_psql('racedb', 'SELECT count(*) - count(DISTINCT id) FROM t') . ' ' . order_violations($node, 'racedb', 't', ''),
+			'0 0', "PG $major: at the tick's capacity, where jumps race the calls, no id repeats or goes back");
+	}
+
 	# The clock steps back five seconds while the server runs.
-	my $before = app_psql($node, 'appdb', 'SELECT max(id) FROM flakes');
+	# (Ids minted just before the step: the step takes the clock back behind them.)
+	my $before = app_psql($node, 'appdb', qq{
+		CREATE TABLE before_step AS SELECT snowflake_next() AS id, uuidv7_next() AS u FROM generate_series(1, 1000);
+		SELECT max(id) FROM before_step});
 	set_clock($node, '-5s');
 	my ($after, $uuid_ok) = split /\|/, app_psql($node, 'appdb', qq{
-		SELECT min(id), bool_and(u > (SELECT id FROM uuids ORDER BY id DESC LIMIT 1)) FROM (SELECT snowflake_next() AS id, uuidv7_next() AS u FROM generate_series(1, 1000)) x});
+		SELECT min(id), bool_and(u > (SELECT u FROM before_step ORDER BY u DESC LIMIT 1)) FROM (SELECT snowflake_next() AS id, uuidv7_next() AS u FROM generate_series(1, 1000)) x});
 	cmp_ok($after, '>', $before, "PG $major: with the clock 5 s back, the next ids are above every earlier one");
 	is($uuid_ok, 't', "PG $major: and so are the next UUIDv7s");
 	set_clock($node, '+0');
@@ -154,19 +154,14 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	my $max_returned = (sort { $a <=> $b } @returned)[-1];
 	$node->kill9;
 	eval { $holder->quit };
-	open my $fh, '>', clock_file($node) or die $!;
-	print $fh "-60s\n";
-	close $fh;
+	set_clock($node, '-60s', 0);
 	# The backends exit once they notice the postmaster is gone.
 	my $started;
 	for (1 .. 30)
 	{
 		sleep 1;
-		local $ENV{LD_PRELOAD} = $faketime;
-		local $ENV{FAKETIME_TIMESTAMP_FILE} = clock_file($node);
-		local $ENV{FAKETIME_CACHE_DURATION} = 1;
 		$node->{_pid} = undef;    # a failed start reads the dead postmaster's pid file
-		last if ($started = $node->start(fail_ok => 1));
+		last if ($started = start_with_clock($node, fail_ok => 1));
 	}
 	ok($started, "PG $major: the server restarts after kill -9, a minute behind");
 	my $next = app_psql($node, 'appdb', 'SELECT min(id) FROM (SELECT snowflake_next() AS id FROM generate_series(1, 100)) x');
