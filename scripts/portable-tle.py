@@ -39,8 +39,8 @@ def render():
 --   psql -v ON_ERROR_STOP=1 -d mydb -f pg_tle.sql
 --   psql -d mydb -c 'CREATE EXTENSION snowflake_id_portable'
 --
--- Registering again (a new version) first needs SELECT pgtle.uninstall_extension('snowflake_id_portable');
--- after DROP EXTENSION, or an update path (pgtle.install_update_path).
+-- A later version will come with an update path (pgtle.install_update_path). DROP EXTENSION
+-- drops the counters and, with CASCADE, the columns' defaults: see docs/managed.md first.
 SELECT pgtle.install_extension(
     'snowflake_id_portable',
     '{version()}',

@@ -14,6 +14,14 @@ RESET search_path;
 \set QUIET off
 \set ECHO all
 \set VERBOSITY default
+-- A layout of 10 ms ticks, configured before the first id: a time's bounds are its tick's,
+-- wherever in the tick it falls. Then the default again.
+SELECT layout, epoch FROM portable.snowflake_portable_configure(layout => 'sonyflake', epoch => '2014-09-01 00:00:00+00');
+SELECT count(*) FILTER (WHERE portable.snowflake_min_id(ts) <> (floor((extract(epoch FROM ts) * 1000 - 1409529600000) / 10)::bigint << 24)
+                           OR portable.snowflake_max_id(ts) <> (floor((extract(epoch FROM ts) * 1000 - 1409529600000) / 10)::bigint << 24) + 16777215)
+       AS bounds_off
+FROM (SELECT timestamptz '2025-01-01 00:00:00+00' + g * interval '1 ms' AS ts FROM generate_series(0, 99) g) x;
+SELECT layout, epoch FROM portable.snowflake_portable_configure(layout => 'default', epoch => '2025-01-01 00:00:00+00');
 -- Bit for bit: ids of either edition decode alike in both, for the shard they were minted for,
 -- within the millisecond of the call.
 WITH n AS (SELECT clock_timestamp() AS t0, snowflake_next(5) AS id, clock_timestamp() AS t1 FROM generate_series(1, 500)),

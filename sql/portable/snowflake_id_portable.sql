@@ -3,8 +3,8 @@
 --
 --   psql -v ON_ERROR_STOP=1 -1 -d mydb -c 'SET search_path = app' -f snowflake_id_portable.sql
 --
--- runs it as any role that owns the first schema of its search_path and may create schemas in the
--- database (CREATE on it). The functions go into that schema; the counters and the record of the
+-- runs it as any role that may create in the first schema of its search_path and create schemas
+-- in the database (CREATE on both). The functions go into that schema; the counters and the record of the
 -- configuration go into the schema snowflake_id_portable, which no other role may use. Where
 -- pg_tle is the way in, sql/portable/pg_tle.sql installs the same text as the extension
 -- snowflake_id_portable (it is made from this file by scripts/portable-tle.py; a test keeps them equal).
@@ -25,21 +25,30 @@
 -- and a call uses the word from nextval only if gen read the same even value before and after the
 -- nextval. Then the nextval did not overlap any jump: it came before one (below the word that
 -- jump read under its lock, so below its target) or after it (above the target). Words a call
--- discards are skipped, never reissued. A jump that died between its two steps leaves gen odd,
--- and the next jump repairs it. gen also carries the configuration's serial (its low 16 bits),
--- so that functions made for another configuration never take the fast path.
+-- discards are skipped, never reissued. gen also carries the configuration's serial (its low 16
+-- bits), so that functions made for another configuration never take the fast path. Every jump
+-- first makes gen even and stamps it with the serial in force, as the catalog has it: a jump
+-- that died between its two steps, or a configure() that committed or rolled back, leaves gen odd
+-- or foreign, and the next jump repairs it.
+--
+-- A new configuration never moves a generator. configure() makes gen odd, so that the generators'
+-- last values bound every word a call kept, and records offsets that map their next values to
+-- the first word of the tick after the latest one minted, in the new scale. Rolled back, it
+-- leaves nothing but gen odd, which the next jump settles.
 --
 -- An id must not repeat after a crash either. nextval logs 32 values ahead, and the record that
 -- covers a word may belong to another session's transaction, not yet flushed; a transaction that
--- writes no WAL of its own is not flushed at commit. So a call in a transaction without an xid
--- writes a record of its own (a setval of the sequence flush), and the commit then waits for the
--- WAL flush, which takes every earlier record with it (synchronous_commit = off gives that up, as
--- for any commit). A transaction that has an xid has written, and is flushed at commit anyway.
+-- writes no WAL of its own (even one with an xid, from a temporary table or pg_current_xact_id())
+-- is not flushed at commit. So the first call of each transaction writes a record of its own (a
+-- setval of the sequence flush; the setting snowflake_id_portable.flushed remembers the
+-- transaction), and the commit then waits for the WAL flush, which takes every earlier record with
+-- it (synchronous_commit = off gives that up, as for any commit).
 --
 -- What this edition cannot do that the native one does, by the nature of SQL:
 -- - it cannot wait out a clock that steps back: ids continue above the generator, ahead of the
 --   clock, until the clock catches up (never a repeat, but timestamps in the future);
--- - it has no lead limit: past a tick's capacity a generator runs ahead of the clock;
+-- - it has no lead limit: past a tick's capacity a generator runs ahead of the clock (under
+--   shards '*', one generator serves every shard the calls name);
 -- - uuidv7_next() counts within a millisecond (12 bits, 4,096 per ms) instead of sub-millisecond
 --   time;
 -- - snowflake_next(shard) under a configured set of more than one shard is refused for shards in
@@ -56,7 +65,10 @@ CREATE TABLE snowflake_id_portable.config (
     layout text NOT NULL,
     epoch timestamptz NOT NULL,
     shards text NOT NULL,
-    configured_at timestamptz NOT NULL DEFAULT now()
+    configured_at timestamptz NOT NULL DEFAULT now(),
+    -- What a raw value of snowflake_words and owned_words is above its word (see configure()).
+    snowflake_offset bigint NOT NULL DEFAULT 0,
+    owned_offset bigint NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE snowflake_id_portable.config IS 'The layout, epoch and shards of this database''s snowflake ids; change it only with snowflake_portable_configure()';
 INSERT INTO snowflake_id_portable.config (serial, layout, epoch, shards) VALUES (0, '41/13/9', '2025-01-01 00:00:00+00', '*');
@@ -135,6 +147,9 @@ BEGIN
     IF btrim(shards) = '*' THEN
         RETURN NULL;
     END IF;
+    IF btrim(shards) = '' THEN
+        RAISE EXCEPTION 'invalid shard list' USING ERRCODE = '22023', DETAIL = 'the list of shards is empty; use * for every shard';
+    END IF;
     FOREACH item IN ARRAY string_to_array(shards, ',') LOOP
         m := regexp_match(item, '^\s*([0-9]{1,9})\s*(?:-\s*([0-9]{1,9})\s*)?$');
         IF m IS NULL THEN
@@ -174,9 +189,10 @@ $$;
 -- The configuration in force, as constants. snowflake_id_portable.apply() writes these two
 -- functions from the configuration table; PostgreSQL inlines them, so a call reads no table.
 
--- {serial, epoch in Unix ms, tick_ms, time_bits, shard_bits, seq_bits, owned shard count (0: *)}
+-- {serial, epoch in Unix ms, tick_ms, time_bits, shard_bits, seq_bits, owned shard count (0: *),
+--  snowflake_words' offset, owned_words' offset}
 CREATE FUNCTION snowflake_id_portable.settings() RETURNS bigint[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{0,1735689600000,1,41,13,9,0}'::bigint[] $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{0,1735689600000,1,41,13,9,0,0,0}'::bigint[] $$;
 -- The owned shards, in order ('{}' for *).
 CREATE FUNCTION snowflake_id_portable.owned() RETURNS int[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{}'::int[] $$;
@@ -195,7 +211,7 @@ BEGIN
     owned := coalesce(snowflake_id_portable.shard_list(c.shards, (1 << w[2]) - 1), '{}');
     EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.settings() RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
         format('SELECT %L::bigint[]', ARRAY[c.serial, floor(extract(epoch FROM c.epoch) * 1000)::bigint,
-        w[4], w[1], w[2], w[3], cardinality(owned)]));
+        w[4], w[1], w[2], w[3], cardinality(owned), c.snowflake_offset, c.owned_offset]));
     EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.owned() RETURNS int[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
         format('SELECT %L::int[]', owned));
     RETURN NULL;
@@ -213,52 +229,66 @@ LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - epoch_ms) / tick_ms
 $$;
 
+-- Makes gen even and stamps it with the serial of the configuration in force (the catalog's
+-- settings(), not the caller's snapshot of the table). The caller holds the lock on config.
+-- Returns the serial in force.
+CREATE FUNCTION snowflake_id_portable.settle_gen() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    in_force bigint;
+    g bigint := pg_sequence_last_value('snowflake_id_portable.gen');
+BEGIN
+    EXECUTE 'SELECT (snowflake_id_portable.settings())[1]' INTO in_force;
+    IF g IS NULL OR g & 131071 <> in_force THEN
+        PERFORM setval('snowflake_id_portable.gen', (((coalesce(g >> 16, 0) + 2) & ~1::bigint) << 16) | in_force);
+    END IF;
+    RETURN in_force;
+END $$;
+
+-- Makes gen odd (a jump, a configuration or an advance is moving the generators): a call whose
+-- nextval overlaps this and the next step discards its word. The caller holds the lock on config
+-- and settled gen. Returns the value to give gen afterwards, even.
+CREATE FUNCTION snowflake_id_portable.fence() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    g bigint := pg_sequence_last_value('snowflake_id_portable.gen');
+BEGIN
+    PERFORM setval('snowflake_id_portable.gen', g + 65536);
+    RETURN g + 131072;
+END $$;
+
 -- The jump: a generator behind the clock's tick is moved to the tick's first word, under the lock
 -- on the configuration table (EXCLUSIVE mode, which reads of it do not conflict with), in a
 -- subtransaction that is rolled back to release the lock at once (a sequence's setval is not
--- rolled back). Returns the word the caller's id is made of. `serial` is the configuration the
--- caller was made for: 55000 if it is not the one in force.
-CREATE FUNCTION snowflake_id_portable.jump(generator regclass, per_tick bigint, epoch_ms bigint, tick_ms bigint, serial bigint)
+-- rolled back). Returns the word the caller's id is made of: the generator's raw value less
+-- `offset`. 40001 if the caller was made for another configuration than the one in force (its
+-- next statement has the new one).
+CREATE FUNCTION snowflake_id_portable.jump(generator regclass, "offset" bigint, per_tick bigint, epoch_ms bigint, tick_ms bigint,
+                                           serial bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
     word bigint;
     first bigint;
-    g bigint;
-    c bigint;
-    in_force int;
+    after bigint;
 BEGIN
     BEGIN
         LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
-        SELECT max(config.serial) INTO in_force FROM snowflake_id_portable.config;
-        IF in_force IS DISTINCT FROM serial THEN
-            -- This call began under another configuration; its next statement sees the new one.
-            EXECUTE 'SELECT (snowflake_id_portable.settings())[1]' INTO g;
-            IF g = in_force THEN
-                RAISE EXCEPTION 'the snowflake_id portable configuration changed during this call' USING ERRCODE = '40001',
-                    HINT = 'Retry the statement.';
-            END IF;
-            RAISE EXCEPTION 'the snowflake_id portable functions do not match this database''s configuration'
-                USING ERRCODE = '55000',
-                DETAIL = format('They were made for configuration %s, and configuration %s is in force.', g, in_force),
-                HINT = 'Run SELECT snowflake_portable_configure(); as the role that installed it, which writes them again.';
+        IF snowflake_id_portable.settle_gen() <> serial THEN
+            RAISE EXCEPTION 'the snowflake_id portable configuration changed during this call' USING ERRCODE = '40001',
+                HINT = 'Retry the statement.';
         END IF;
-        word := nextval(generator);
+        word := nextval(generator) - "offset";
         first := snowflake_id_portable.tick(epoch_ms, tick_ms) * per_tick;
         IF word < first THEN
-            -- gen odd: calls whose nextval overlaps this jump discard their word. (Odd already:
-            -- a jump died between its steps; stay odd, but change the value.)
-            g := pg_sequence_last_value('snowflake_id_portable.gen');
-            c := g >> 16;
-            c := c + CASE WHEN c & 1 = 0 THEN 1 ELSE 2 END;
-            PERFORM setval('snowflake_id_portable.gen', (c << 16) | serial);
-            -- Every word handed out before gen turned odd is below this one.
-            word := nextval(generator);
+            after := snowflake_id_portable.fence();
+            -- Every word a call kept was handed out before gen turned odd: below this one.
+            word := nextval(generator) - "offset";
             IF word < first THEN
-                PERFORM setval(generator, first);
+                PERFORM setval(generator, first + "offset");
                 word := first;
             END IF;
-            PERFORM setval('snowflake_id_portable.gen', ((c + 1) << 16) | serial);
+            PERFORM setval('snowflake_id_portable.gen', after);
         END IF;
         RAISE EXCEPTION USING ERRCODE = 'SFJ01';
     EXCEPTION WHEN SQLSTATE 'SFJ01' THEN
@@ -266,21 +296,26 @@ BEGIN
     END;
     RETURN word;
 END $$;
-REVOKE ALL ON FUNCTION snowflake_id_portable.jump(regclass, bigint, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_portable.jump(regclass, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
--- The snowflake id of a word: 22008 past the end of the layout.
-CREATE FUNCTION snowflake_id_portable.id_of(word bigint, per_tick bigint, shard bigint, s bigint[]) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-DECLARE
-    tick bigint := word / per_tick;
+-- Makes the commit of the caller's transaction wait for the WAL flush, once per transaction
+-- (see the header).
+CREATE FUNCTION snowflake_id_portable.flush() RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 BEGIN
-    IF tick >= (1::bigint << s[4]::int) OR tick < 0 THEN
-        RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(s[2] + tick * s[3])
-            USING ERRCODE = '22008',
-            DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
-                snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
-    END IF;
-    RETURN (tick << (s[5] + s[6])::int) | (shard << s[6]::int) | (word % per_tick % (1::bigint << s[6]::int));
+    PERFORM setval('snowflake_id_portable.flush', 1);
+    -- A session-level value: a function's SET clause undoes SET LOCAL when it returns.
+    PERFORM set_config('snowflake_id_portable.flushed', pg_current_xact_id()::text, false);
+END $$;
+
+-- 22008 for a tick past the end of the layout (ids that ran that far ahead of the clock).
+CREATE FUNCTION snowflake_id_portable.outside_layout(tick bigint, s bigint[]) RETURNS void
+LANGUAGE plpgsql STABLE STRICT SET search_path = snowflake_id_portable, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(s[2] + tick * s[3])
+        USING ERRCODE = '22008',
+        DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
+            snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
 END $$;
 
 -- The next id for a shard. Not STRICT: a NULL shard is an error (22004), never a NULL key.
@@ -290,6 +325,7 @@ DECLARE
     s CONSTANT bigint[] := snowflake_id_portable.settings();
     owned CONSTANT int[] := snowflake_id_portable.owned();
     generator regclass := 'snowflake_id_portable.snowflake_words';
+    "offset" bigint := s[8];
     per_tick bigint := 1::bigint << s[6]::int;
     tick bigint;
     g bigint;
@@ -316,17 +352,23 @@ BEGIN
                 HINT = 'Call snowflake_next(), or own a single shard.';
         END IF;
         generator := 'snowflake_id_portable.owned_words';
+        "offset" := s[9];
     END IF;
     tick := snowflake_id_portable.tick(s[2], s[3]);
     g := pg_sequence_last_value('snowflake_id_portable.gen');
-    word := nextval(generator);
-    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < tick * per_tick THEN
-        word := snowflake_id_portable.jump(generator, per_tick, s[2], s[3], s[1]);
+    word := nextval(generator) - "offset";
+    IF (g = pg_sequence_last_value('snowflake_id_portable.gen') AND g & 131071 = s[1] AND word >= tick * per_tick) IS NOT TRUE THEN
+        word := snowflake_id_portable.jump(generator, "offset", per_tick, s[2], s[3], s[1]);
     END IF;
-    IF pg_current_xact_id_if_assigned() IS NULL THEN
-        PERFORM setval('snowflake_id_portable.flush', 1);
+    IF pg_current_xact_id_if_assigned() IS NULL
+       OR current_setting('snowflake_id_portable.flushed', true) IS DISTINCT FROM pg_current_xact_id_if_assigned()::text THEN
+        PERFORM snowflake_id_portable.flush();
     END IF;
-    RETURN snowflake_id_portable.id_of(word, per_tick, shard, s);
+    tick := word / per_tick;
+    IF tick >= 1::bigint << s[4]::int THEN
+        PERFORM snowflake_id_portable.outside_layout(tick, s);
+    END IF;
+    RETURN (tick << (s[5] + s[6])::int) | (shard::bigint << s[6]::int) | (word % per_tick);
 END $$;
 COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
 
@@ -350,14 +392,19 @@ BEGIN
     END IF;
     tick := snowflake_id_portable.tick(s[2], s[3]);
     g := pg_sequence_last_value('snowflake_id_portable.gen');
-    word := nextval('snowflake_id_portable.owned_words');
-    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < tick * per_tick THEN
-        word := snowflake_id_portable.jump('snowflake_id_portable.owned_words', per_tick, s[2], s[3], s[1]);
+    word := nextval('snowflake_id_portable.owned_words') - s[9];
+    IF (g = pg_sequence_last_value('snowflake_id_portable.gen') AND g & 131071 = s[1] AND word >= tick * per_tick) IS NOT TRUE THEN
+        word := snowflake_id_portable.jump('snowflake_id_portable.owned_words', s[9], per_tick, s[2], s[3], s[1]);
     END IF;
-    IF pg_current_xact_id_if_assigned() IS NULL THEN
-        PERFORM setval('snowflake_id_portable.flush', 1);
+    IF pg_current_xact_id_if_assigned() IS NULL
+       OR current_setting('snowflake_id_portable.flushed', true) IS DISTINCT FROM pg_current_xact_id_if_assigned()::text THEN
+        PERFORM snowflake_id_portable.flush();
     END IF;
-    RETURN snowflake_id_portable.id_of(word, per_tick, owned[(word % per_tick / block)::int + 1], s);
+    tick := word / per_tick;
+    IF tick >= 1::bigint << s[4]::int THEN
+        PERFORM snowflake_id_portable.outside_layout(tick, s);
+    END IF;
+    RETURN (tick << (s[5] + s[6])::int) | (owned[(word % per_tick / block)::int + 1]::bigint << s[6]::int) | (word % block);
 END $$;
 COMMENT ON FUNCTION snowflake_next() IS 'The next snowflake id from the shards this database owns';
 
@@ -375,19 +422,22 @@ BEGIN
     ms := snowflake_id_portable.tick(0, 1);
     g := pg_sequence_last_value('snowflake_id_portable.gen');
     word := nextval('snowflake_id_portable.uuid_words');
-    IF g <> pg_sequence_last_value('snowflake_id_portable.gen') OR g & 131071 <> s[1] OR word < ms * 4096 THEN
-        word := snowflake_id_portable.jump('snowflake_id_portable.uuid_words', 4096, 0, 1, s[1]);
+    IF (g = pg_sequence_last_value('snowflake_id_portable.gen') AND g & 131071 = s[1] AND word >= ms * 4096) IS NOT TRUE THEN
+        word := snowflake_id_portable.jump('snowflake_id_portable.uuid_words', 0, 4096, 0, 1, s[1]);
     END IF;
     IF word >> 12 >= 1::bigint << 48 THEN
         RAISE EXCEPTION 'the clock is outside the UUIDv7 range' USING ERRCODE = '22008',
             DETAIL = 'A UUIDv7 holds 48 bits of Unix milliseconds: 1970-01-01 00:00:00+00 to 10889-08-02 05:31:50.655+00.';
     END IF;
-    IF pg_current_xact_id_if_assigned() IS NULL THEN
-        PERFORM setval('snowflake_id_portable.flush', 1);
+    IF pg_current_xact_id_if_assigned() IS NULL
+       OR current_setting('snowflake_id_portable.flushed', true) IS DISTINCT FROM pg_current_xact_id_if_assigned()::text THEN
+        PERFORM snowflake_id_portable.flush();
     END IF;
-    r := uuid_send(gen_random_uuid());
-    RETURN (lpad(to_hex(word >> 12), 12, '0') || to_hex(28672 | (word & 4095)::int)
-        || lpad(to_hex(128 | (get_byte(r, 8) & 63)), 2, '0') || substr(encode(r, 'hex'), 19, 14))::uuid;
+    -- A version 4 UUID's random bits, with its variant bits (10) kept; then the time, the version
+    -- (7) and the counter written over its first 8 bytes.
+    r := overlay(uuid_send(gen_random_uuid()) PLACING substr(int8send(word >> 12), 3) FROM 1 FOR 6);
+    r := set_byte(set_byte(r, 6, 112 | ((word >> 8) & 15)::int), 7, (word & 255)::int);
+    RETURN encode(r, 'hex')::uuid;
 END $$;
 COMMENT ON FUNCTION uuidv7_next() IS 'An RFC 9562 UUIDv7, monotonic across every session of this database';
 
@@ -449,7 +499,7 @@ BEGIN
             DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
                 snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
     END IF;
-    RETURN ((ms - s[2]) / s[3])::bigint;
+    RETURN div(ms - s[2], s[3])::bigint;
 END $$;
 
 CREATE FUNCTION snowflake_min_id(ts timestamptz) RETURNS bigint
@@ -612,50 +662,65 @@ COMMENT ON FUNCTION ulid_to_uuid(text) IS 'The UUID of a 26-character ULID text 
 ------------------------------------------------------------------------------------------------
 -- Configuration and moving between editions: for the role that installed it (and superusers).
 
--- Every generator's latest tick, in the configuration in force: {snowflake tick, UUID ms}; -1 for
--- one that never minted.
-CREATE FUNCTION snowflake_id_portable.latest() RETURNS bigint[]
+-- The latest tick of each generator, as the configuration `s` maps its raw values: {snowflake
+-- tick, UUID ms}; -1 for one that never minted. The last values bound every word a call kept
+-- once gen is odd (a caller that fences first).
+CREATE FUNCTION snowflake_id_portable.latest(s bigint[]) RETURNS bigint[]
 LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT ARRAY[greatest(coalesce(pg_sequence_last_value('snowflake_id_portable.snowflake_words') >> s[6]::int, -1),
-                          coalesce(pg_sequence_last_value('snowflake_id_portable.owned_words') / (greatest(s[7], 1) << s[6]::int), -1)),
-                 coalesce(pg_sequence_last_value('snowflake_id_portable.uuid_words') >> 12, -1)]
-    FROM snowflake_id_portable.settings() s
+    SELECT ARRAY[greatest(
+               coalesce(floor((pg_sequence_last_value('snowflake_id_portable.snowflake_words') - s[8])::numeric / (1::bigint << s[6]::int))::bigint, -1),
+               coalesce(floor((pg_sequence_last_value('snowflake_id_portable.owned_words') - s[9])::numeric / (greatest(s[7], 1) << s[6]::int))::bigint, -1)),
+           coalesce(pg_sequence_last_value('snowflake_id_portable.uuid_words') >> 12, -1)]
 $$;
 
--- Moves a generator so that its next word is at least `first` (exactly `first` with `rescale`:
--- the words of a new configuration, whose ticks all lie after the old one's), as a jump does: gen
--- odd around the setval, and gen's serial the configuration's. The caller holds the lock on the
--- configuration table.
-CREATE FUNCTION snowflake_id_portable.raise_to(generator regclass, first bigint, serial bigint, rescale boolean DEFAULT false)
-RETURNS void
+-- Moves a generator so that its next raw value is at least `first`, fenced as a jump is (gen odd
+-- around the setval). The caller holds the lock on config and settled gen.
+CREATE FUNCTION snowflake_id_portable.raise_to(generator regclass, first bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    c bigint := pg_sequence_last_value('snowflake_id_portable.gen') >> 16;
+    after bigint := snowflake_id_portable.fence();
 BEGIN
-    c := c + CASE WHEN c & 1 = 0 THEN 1 ELSE 2 END;
-    PERFORM setval('snowflake_id_portable.gen', (c << 16) | serial);
-    IF first > 0 AND (rescale OR nextval(generator) < first) THEN
+    IF nextval(generator) < first THEN
         PERFORM setval(generator, first - 1);
     END IF;
-    PERFORM setval('snowflake_id_portable.gen', ((c + 1) << 16) | serial);
+    PERFORM setval('snowflake_id_portable.gen', after);
+END $$;
+
+-- The configuration in force, as the catalog has it (never a transaction's older snapshot).
+CREATE FUNCTION snowflake_id_portable.settings_now() RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s bigint[];
+BEGIN
+    EXECUTE 'SELECT snowflake_id_portable.settings()' INTO s;
+    RETURN s;
 END $$;
 
 -- Chooses the layout, epoch and shards (NULL keeps the current one), and returns the
 -- configuration in force. The layout and epoch may change only before the first snowflake id;
--- the shards at any time, and every generator then continues after the latest tick minted.
+-- the shards at any time. The generators are not moved: gen is made odd, and the new row's
+-- offsets map their next raw values to the first words of the tick after the latest one minted,
+-- in the new scale. Every call waits for this transaction to end; run it on its own.
 CREATE FUNCTION snowflake_id_portable.configure(layout text, epoch timestamptz, shards text)
 RETURNS snowflake_id_portable.config
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
     cur snowflake_id_portable.config;
+    s bigint[];
     w int[];
     owned int[];
     new_layout text;
     new_epoch timestamptz;
     latest bigint[];
-    per_tick bigint;
+    base bigint;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'snowflake_portable_configure() runs only in a READ COMMITTED transaction' USING ERRCODE = '0A000',
+            HINT = 'Run it on its own, in autocommit.';
+    END IF;
     LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+    PERFORM snowflake_id_portable.settle_gen();
+    s := snowflake_id_portable.settings_now();
     SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
     w := snowflake_id_portable.widths(coalesce(configure.layout, cur.layout));
     new_layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
@@ -664,8 +729,7 @@ BEGIN
         RAISE EXCEPTION 'invalid snowflake epoch' USING ERRCODE = '22023',
             DETAIL = 'The epoch must lie between 1970-01-01 00:00:00+00 and now.';
     END IF;
-    latest := snowflake_id_portable.latest();
-    IF (new_layout <> cur.layout OR new_epoch <> cur.epoch) AND latest[1] >= 0 THEN
+    IF (new_layout <> cur.layout OR new_epoch <> cur.epoch) AND (snowflake_id_portable.latest(s))[1] >= 0 THEN
         RAISE EXCEPTION 'the snowflake layout and epoch can change only before the first id' USING ERRCODE = '55000',
             DETAIL = format('This database minted snowflake ids under %s from %s; other ids would not sort or decode with them.', cur.layout, cur.epoch);
     END IF;
@@ -673,17 +737,16 @@ BEGIN
     IF cur.serial >= 65535 THEN
         RAISE EXCEPTION 'the portable edition has been configured 65,535 times' USING ERRCODE = '54000';
     END IF;
-    INSERT INTO snowflake_id_portable.config (serial, layout, epoch, shards)
+    -- gen odd until the first jump after this transaction: no call keeps a word meanwhile, so the
+    -- generators' last values bound every word kept.
+    PERFORM snowflake_id_portable.fence();
+    latest := snowflake_id_portable.latest(s);
+    base := latest[1] + 1;
+    INSERT INTO snowflake_id_portable.config (serial, layout, epoch, shards, snowflake_offset, owned_offset)
     VALUES (cur.serial + 1, new_layout, new_epoch,
-            CASE WHEN cardinality(owned) = 0 THEN '*' ELSE btrim(coalesce(configure.shards, cur.shards)) END);
-    -- Both snowflake generators continue after the latest tick either reached, in their new
-    -- scale, so no shard's id repeats whichever generator it now comes from.
-    IF latest[1] >= 0 THEN
-        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (latest[1] + 1) << w[3], cur.serial + 1, true);
-        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (latest[1] + 1) * (greatest(cardinality(owned), 1) << w[3]), cur.serial + 1, true);
-    ELSE
-        PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', 0, cur.serial + 1);
-    END IF;
+            CASE WHEN cardinality(owned) = 0 THEN '*' ELSE btrim(coalesce(configure.shards, cur.shards)) END,
+            coalesce(pg_sequence_last_value('snowflake_id_portable.snowflake_words'), -1) + 1 - base * (1::bigint << w[3]),
+            coalesce(pg_sequence_last_value('snowflake_id_portable.owned_words'), -1) + 1 - base * (greatest(cardinality(owned), 1) << w[3]));
     SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
     RETURN cur;
 END $$;
@@ -698,33 +761,42 @@ COMMENT ON FUNCTION snowflake_portable_configure(text, timestamptz, text) IS 'Ch
 
 -- The time every id this database minted lies before: the native edition's floor, for
 -- SELECT snowflake_id_advance(...) when moving to it.
-CREATE FUNCTION snowflake_id_portable.high_water() RETURNS timestamptz
+CREATE FUNCTION snowflake_id_portable.high_water(s bigint[]) RETURNS timestamptz
 LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
     SELECT greatest(snowflake_id_portable.ts_of_ms(s[2] + (l[1] + 1) * s[3]), snowflake_id_portable.ts_of_ms(l[2] + 1))
-    FROM snowflake_id_portable.settings() s, snowflake_id_portable.latest() l
+    FROM snowflake_id_portable.latest(s) l
 $$;
 
 CREATE FUNCTION snowflake_portable_high_water() RETURNS timestamptz
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.high_water()
+    SELECT snowflake_id_portable.high_water(snowflake_id_portable.settings_now())
 $$;
 REVOKE ALL ON FUNCTION snowflake_portable_high_water() FROM PUBLIC;
 COMMENT ON FUNCTION snowflake_portable_high_water() IS 'A time after every id this database minted';
 
 -- Moves every generator past `ts`: the next ids come from later ticks. For a database whose ids
--- were minted elsewhere (the native edition, another server) up to that time.
+-- were minted elsewhere (the native edition, another server) up to that time. At most an hour
+-- ahead of the clock (22023): the move is permanent.
 CREATE FUNCTION snowflake_portable_advance(ts timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    s CONSTANT bigint[] := snowflake_id_portable.settings();
-    tick bigint := snowflake_id_portable.tick_at(ts);
-    ms bigint := floor(extract(epoch FROM ts) * 1000);
+    s bigint[];
+    tick bigint;
+    ms bigint;
 BEGIN
+    IF ts > clock_timestamp() + interval '1 hour' THEN
+        RAISE EXCEPTION 'cannot advance the generators to %', ts USING ERRCODE = '22023',
+            DETAIL = 'It is more than an hour ahead of the clock; the move would be permanent.';
+    END IF;
     LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
-    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) << s[6]::int, s[1]);
-    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int), s[1]);
-    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.uuid_words', (ms + 1) << 12, s[1]);
-    RETURN snowflake_id_portable.high_water();
+    PERFORM snowflake_id_portable.settle_gen();
+    s := snowflake_id_portable.settings_now();
+    tick := snowflake_id_portable.tick_at(ts);
+    ms := floor(extract(epoch FROM ts) * 1000);
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) * (1::bigint << s[6]::int) + s[8]);
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int) + s[9]);
+    PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.uuid_words', (ms + 1) << 12);
+    RETURN snowflake_id_portable.high_water(s);
 END $$;
 REVOKE ALL ON FUNCTION snowflake_portable_advance(timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION snowflake_portable_advance(timestamptz) IS 'Moves every generator past a time: the next ids are later';

@@ -3,7 +3,8 @@
 # - eight clients insert 20,000 rows each: no repeated id, and a call that starts after another
 #   returned gets a larger id (snowflake_next() on 128 shards, uuidv7_next(), and one shard's
 #   snowflake_next(7) and snowflake_next() sharing its generator); then, on the first major, for
-#   20 s with a tick that holds what the clients mint in a millisecond, where jumps race calls;
+#   20 s with a tick that holds what the clients mint in a millisecond, where jumps race calls,
+#   and while the shards change five times;
 # - the clock steps back by seconds (libfaketime, through a file the server reads its offset from):
 #   the ids go on increasing;
 # - ids returned by read-only SELECTs while another session holds the generator's unflushed WAL
@@ -126,6 +127,25 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 			'-h', $node->host, '-p', $node->port, '-U', 'app', 'racedb' ], "PG $major: eight clients mint for 20 s, $bits sequence bits a tick");
 		is($node->safe_psql('racedb', 'SELECT count(*) - count(DISTINCT id) FROM t') . ' ' . order_violations($node, 'racedb', 't', ''),
 			'0 0', "PG $major: at the tick's capacity, where jumps race the calls, no id repeats or goes back");
+
+		# The shards change five times while four sessions mint (a call that began under the old
+		# configuration gets 40001, and retries).
+		app_psql($node, 'racedb', 'TRUNCATE t');
+		my @minters = map { $node->background_psql('racedb', extra_params => [ '-U', 'app' ]) } 1 .. 4;
+		$_->query_until(qr/started/, q{
+			\echo started
+			DO $$ BEGIN FOR i IN 1 .. 4000 LOOP
+				BEGIN
+					INSERT INTO t (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();
+				EXCEPTION WHEN serialization_failure THEN NULL;
+				END;
+			END LOOP; END $$;
+		}) for @minters;
+		app_psql($node, 'racedb', "SELECT snowflake_portable_configure(shards => '$_'); SELECT pg_sleep(0.2);") for ('7-8', '7', '7-9,20', '8', '7');
+		$_->query_safe('SELECT 1') for @minters;
+		$_->quit for @minters;
+		is($node->safe_psql('racedb', 'SELECT count(*) > 0, count(*) - count(DISTINCT id) FROM t') . ' ' . order_violations($node, 'racedb', 't', ''),
+			't|0 0', "PG $major: across five changes of shards under load, no id repeats or goes back");
 	}
 
 	# The clock steps back five seconds while the server runs.
