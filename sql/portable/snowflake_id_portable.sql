@@ -34,7 +34,8 @@
 -- A new configuration never moves a generator. configure() makes gen odd, so that the generators'
 -- last values bound every word a call kept, and records offsets that map their next values to
 -- the first word of the tick after the latest one minted, in the new scale. Rolled back, it
--- leaves nothing but gen odd, which the next jump settles.
+-- leaves nothing but gen odd, which the next jump settles; no id is minted in its transaction
+-- meanwhile (55000).
 --
 -- An id must not repeat after a crash either. nextval logs 32 values ahead, and the record that
 -- covers a word may belong to another session's transaction, not yet flushed; a transaction that
@@ -245,6 +246,18 @@ BEGIN
     RETURN in_force;
 END $$;
 
+-- 55000 in the transaction that changed the configuration: its ids would follow a configuration
+-- that a rollback takes back. (configure() leaves gen odd, so every call of that transaction
+-- comes through a jump, and here.)
+CREATE FUNCTION snowflake_id_portable.not_configuring() RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+BEGIN
+    IF current_setting('snowflake_id_portable.configured', true) = pg_current_xact_id_if_assigned()::text THEN
+        RAISE EXCEPTION 'cannot mint ids in the transaction that changed the portable configuration' USING ERRCODE = '55000',
+            HINT = 'Commit the change first.';
+    END IF;
+END $$;
+
 -- Makes gen odd (a jump, a configuration or an advance is moving the generators): a call whose
 -- nextval overlaps this and the next step discards its word. The caller holds the lock on config
 -- and settled gen. Returns the value to give gen afterwards, even.
@@ -274,6 +287,7 @@ DECLARE
 BEGIN
     BEGIN
         LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+        PERFORM snowflake_id_portable.not_configuring();
         IF snowflake_id_portable.settle_gen() <> serial THEN
             RAISE EXCEPTION 'the snowflake_id portable configuration changed during this call' USING ERRCODE = '40001',
                 HINT = 'Retry the statement.';
@@ -304,7 +318,7 @@ CREATE FUNCTION snowflake_id_portable.flush() RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 BEGIN
     PERFORM setval('snowflake_id_portable.flush', 1);
-    -- A session-level value: a function's SET clause undoes SET LOCAL when it returns.
+    -- A session-level value, which a later transaction's xid no longer matches.
     PERFORM set_config('snowflake_id_portable.flushed', pg_current_xact_id()::text, false);
 END $$;
 
@@ -747,6 +761,7 @@ BEGIN
             CASE WHEN cardinality(owned) = 0 THEN '*' ELSE btrim(coalesce(configure.shards, cur.shards)) END,
             coalesce(pg_sequence_last_value('snowflake_id_portable.snowflake_words'), -1) + 1 - base * (1::bigint << w[3]),
             coalesce(pg_sequence_last_value('snowflake_id_portable.owned_words'), -1) + 1 - base * (greatest(cardinality(owned), 1) << w[3]));
+    PERFORM set_config('snowflake_id_portable.configured', pg_current_xact_id()::text, false);
     SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
     RETURN cur;
 END $$;
@@ -789,6 +804,7 @@ BEGIN
             DETAIL = 'It is more than an hour ahead of the clock; the move would be permanent.';
     END IF;
     LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+    PERFORM snowflake_id_portable.not_configuring();
     PERFORM snowflake_id_portable.settle_gen();
     s := snowflake_id_portable.settings_now();
     tick := snowflake_id_portable.tick_at(ts);
