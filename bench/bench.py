@@ -91,8 +91,9 @@ def server_sql(gen, on):
 
 def all_generators(pg_major, available):
     gens = [
-        # The server's shards (snowflake_id.shards = '0-7'): what a table's DEFAULT snowflake_next() does.
-        Gen("snowflake_next", "snowflake_next(), 8 shards", "bigint", "snowflake_next()", shards="0-7"),
+        # The server's shards as the shard plan gives them (docs/fleet.md: 128 each, for up to 64
+        # servers): what a table's DEFAULT snowflake_next() does.
+        Gen("snowflake_next", "snowflake_next(), 128 shards", "bigint", "snowflake_next()", shards="0-127"),
         # 16 shards: twice the ceiling (8,192 ids a millisecond), for bulk generation.
         Gen("snowflake_next_16", "snowflake_next(), 16 shards", "bigint", "snowflake_next()", shards="0-15", calls_only=True),
         # The bench server's own 8,192 shards ('0-8191'): snowflake_next() as a table's default
@@ -108,6 +109,12 @@ def all_generators(pg_major, available):
         Gen("gen_random_uuid", "gen_random_uuid() (v4)", "uuid", "gen_random_uuid()"),
         Gen("insta_plpgsql", "Instagram next_id() PL/pgSQL", "bigint", "insta_next_id()"),
         Gen("uuidv7_plpgsql", "UUIDv7 in PL/pgSQL", "uuid", "plpgsql_uuidv7()"),
+    ]
+    # The portable edition (sql/portable), installed into the schema portable beside the native
+    # extension, with its default configuration (shards '*': a shard per call).
+    gens += [
+        Gen("portable_snowflake_next", "portable snowflake_next(7)", "bigint", "portable.snowflake_next(7)", calls_only=True),
+        Gen("portable_uuidv7_next", "portable uuidv7_next()", "uuid", "portable.uuidv7_next()", calls_only=True),
     ]
     if pg_major >= 18:
         gens.append(Gen("core_uuidv7", "core uuidv7() (PG18)", "uuid", "pg_catalog.uuidv7()"))
@@ -334,6 +341,33 @@ def batches(gens, seconds, reps, per_txn=1000):
     return {k: median(v) for k, v in out.items()}
 
 
+# Generators written in SQL, each raced by 8 clients for repeats: the portable edition's, and the
+# PL/pgSQL ones blog posts give. (The native ones are proved elsewhere: make test, make chaos.)
+RACED = ["portable_snowflake_next", "insta_plpgsql", "portable_uuidv7_next", "uuidv7_plpgsql"]
+
+
+def duplicates(gens, total=1_000_000, clients=8, per_txn=1000):
+    """Repeats per million ids: `clients` pgbench clients insert `total` ids, `per_txn` a
+    statement, into a table without a key; the repeats are the rows minus the distinct ids."""
+    progress(f"duplicates: {clients} clients insert {total:,} ids into an unkeyed table, per generator")
+    out = {}
+    for gen in (g for g in gens if g.key in RACED):
+        table = f"dup_{gen.key}"
+        psql(f"DROP TABLE IF EXISTS {table}; CREATE UNLOGGED TABLE {table} (id {gen.sql_type});")
+        path = os.path.join(OUT, f".dup_{gen.key}.sql")
+        with open(path, "w") as f:
+            f.write(f"INSERT INTO {table} (id) SELECT {gen.expr} FROM generate_series(1, {per_txn});\n")
+        res = subprocess.run(["pgbench", "-n", "-c", str(clients), "-j", str(clients), "-t", str(total // clients // per_txn),
+                              "-f", path], capture_output=True, text=True)
+        os.remove(path)
+        if res.returncode != 0:
+            raise RuntimeError(f"pgbench (duplicates) failed for {gen.key}: {res.stderr}")
+        rows, distinct = map(int, last_row(psql(f"SELECT count(*), count(DISTINCT id) FROM {table}; DROP TABLE {table};")))
+        out[gen.key] = {"rows": rows, "repeats": rows - distinct, "per_million": (rows - distinct) * 1e6 / rows}
+        progress(f"  {gen.key}: {rows - distinct:,} repeats in {rows:,} ids")
+    return out
+
+
 def inserts(gens, rows, reps):
     """3 and 4. INSERT ... SELECT of `rows` rows into a table keyed by the generator: time, sizes,
     WAL per row, then order: adjacent descents and inverted random pairs."""
@@ -523,10 +557,12 @@ def report(gens, results, notes):
         ("`snowflake_next()` on the server's 8,192 shards per-id cost ≤ 1/4 of `nextval`",
          pid["snowflake_next_all"] / nv, pid["snowflake_next_all"] / nv <= 0.25),
         ("`uuidv7_next()` per-id cost ≤ 1/10 of `gen_random_uuid()`", uv / rnd, uv / rnd <= 0.10),
-        ("1M-row insert with `DEFAULT snowflake_next()` on 8 shards within 5% of bigserial",
+        ("`snowflake_next()` on 128 shards (the shard plan's block) per-id cost ≤ 1/4 of `nextval`",
+         pid["snowflake_next"] / nv, pid["snowflake_next"] / nv <= 0.25),
+        ("1M-row insert with `DEFAULT snowflake_next()` on 128 shards within 5% of bigserial",
          ins["snowflake_next"]["insert_ms"] / ins["nextval"]["insert_ms"],
          ins["snowflake_next"]["insert_ms"] <= 1.05 * ins["nextval"]["insert_ms"]),
-        ("batches of 1,000 ids, 2 pgbench clients: `snowflake_next()` on 8 shards ≥ bigserial's ids/s",
+        ("batches of 1,000 ids, 2 pgbench clients: `snowflake_next()` on 128 shards ≥ bigserial's ids/s",
          bt["snowflake_next"] / bt["nextval"], bt["snowflake_next"] >= bt["nextval"]),
         ("`snowflake_next` PK index the same size as bigserial's",
          ins["snowflake_next"]["index_bytes"] / ins["nextval"]["index_bytes"],
@@ -546,6 +582,12 @@ def report(gens, results, notes):
     forms = results["forms"]["ns_per_call"]
     slowest = max(forms[k] for k in forms if "public" in k)
     targets.append(("public-id encoding and decoding ≤ 1 µs per call (the slowest of the four, ns)", slowest, slowest <= 1000))
+    psn, ins_id = pid["portable_snowflake_next"], pid["insta_plpgsql"]
+    targets.append(("portable `snowflake_next(shard)` per-id cost ≤ 1.5× Instagram's PL/pgSQL `next_id()`", psn / ins_id,
+                    psn <= 1.5 * ins_id))
+    dup = results["duplicates"]
+    ours = dup["portable_snowflake_next"]["repeats"] + dup["portable_uuidv7_next"]["repeats"]
+    targets.append(("repeats per million ids, 8 clients: the portable `snowflake_next(7)` and `uuidv7_next()` (0)", ours, ours == 0))
     if "core_uuidv7" in pid:
         targets.append(("`uuidv7_next()` no slower than core `uuidv7()`", uv / pid["core_uuidv7"], uv <= pid["core_uuidv7"] * 1.05))
     for name, val, ok in targets:
@@ -576,8 +618,8 @@ def report(gens, results, notes):
         f"One backend minting for one shard: {ss['ids_per_ms']:.0f} ids/ms, {ss['share_of_ceiling'] * 100:.0f}% of the layout's ceiling of {ss['ceiling_ids_per_ms']:.0f}.",
         "`snowflake_next(7)` is that one shard: a million calls need at least "
         f"{1e6 / ss['ceiling_ids_per_ms']:.0f} ms of clock, so its per-id figure is the per-shard ceiling, not the generator's cost. "
-        "`snowflake_next()` on 8 shards has 8 times the ceiling (4,096 ids/ms), which a tight loop of a million calls still reaches; "
-        "on the server's 8,192 shards it never does, and `snowflake_next(g % 8192)` takes a different shard on every call: those two "
+        "`snowflake_next()` on 128 shards, the shard plan's block, has 128 times the ceiling (65,536 ids/ms), which a tight loop "
+        "never reaches; nor do the server's 8,192 shards, and `snowflake_next(g % 8192)` takes a different shard on every call: those "
         "measure the generator itself.",
         "",
         f"![per-id cost]({os.path.relpath(OUT, DOCS)}/per_id_cost.png)",
@@ -669,6 +711,22 @@ def report(gens, results, notes):
     ]
     for key, _, _ in FORMS:
         lines.append(f"| `{key}` | {forms[key]:.0f} |")
+    dup = results["duplicates"]
+    lines += [
+        "",
+        "## The portable edition beside the PL/pgSQL generators",
+        "",
+        "The portable edition (`sql/portable`) against the functions blog posts give, in the same run: per-id cost "
+        "from the table above, and repeats when 8 pgbench clients insert 1,000,000 ids (1,000 a statement) into a "
+        "table without a key.",
+        "",
+        "| generator | ns per id | × Instagram `next_id()` | × nextval | repeats in 1M ids |",
+        "|---|---|---|---|---|",
+    ]
+    for key in RACED:
+        g = next(g for g in gens if g.key == key)
+        lines.append(f"| {g.label} | {pid[key]:.0f} | {fmt_ratio(pid[key] / ins_id)} | {fmt_ratio(pid[key] / nv)} | "
+                     f"{dup[key]['repeats']:,} of {dup[key]['rows']:,} |")
     lines += ["", "## Targets missed, and why", ""]
     missed = [t for t in targets if not t[2]]
     if not missed:
@@ -692,9 +750,9 @@ def report(gens, results, notes):
                 "result; the reservation check and the statistics counter add a few ns on top."
             )
         elif name.startswith("1M-row insert"):
-            ceiling_ms = results["config"]["insert_rows"] / (8 * results["single_shard"]["ceiling_ids_per_ms"])
+            ceiling_ms = results["config"]["insert_rows"] / (128 * results["single_shard"]["ceiling_ids_per_ms"])
             lines.append(
-                f"- {name}: {val:.2f}×. 8 shards mint at most {8 * results['single_shard']['ceiling_ids_per_ms']:,.0f} ids per "
+                f"- {name}: {val:.2f}×. 128 shards mint at most {128 * results['single_shard']['ceiling_ids_per_ms']:,.0f} ids per "
                 f"millisecond, so {results['config']['insert_rows']:,} rows need at least {ceiling_ms:.0f} ms of clock; "
                 f"bigserial took {ins['nextval']['insert_ms']:.0f} ms."
             )
@@ -740,6 +798,8 @@ def main():
         return
     available = set(psql("SELECT name FROM pg_available_extensions;").split())
     psql("CREATE EXTENSION IF NOT EXISTS snowflake_id;" + PLPGSQL)
+    psql("DROP SCHEMA IF EXISTS snowflake_id_portable CASCADE; DROP SCHEMA IF EXISTS portable CASCADE; CREATE SCHEMA portable;"
+         "SET search_path = portable;\n\\i " + os.path.join(ROOT, "sql", "portable", "snowflake_id_portable.sql") + "\n")
     for ext in ("pg_uuidv7", "snowflake"):
         if ext in available:
             psql(f"CREATE EXTENSION IF NOT EXISTS {ext};")
@@ -770,6 +830,7 @@ def main():
     results["scaling"] = scaling([g for g in calls if not g.reference], args.rows, args.reps)
     results["forms"] = forms_cost(args.rows, args.reps)
     results["rate_by_backends"] = rate_by_backends(args.rows, args.reps)
+    results["duplicates"] = duplicates(gens)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     charts(gens, results, notes)
