@@ -51,15 +51,20 @@ previous_release() { sed -n 's/^## \([0-9][0-9.]*\)\( (unreleased)\)\{0,1\}$/\1/
 pg_prefix() { echo "$SNOWFLAKE_PG_ROOT/pg$1"; }
 pg_bin() { echo "$(pg_prefix "$1")/bin"; }
 
-# The Citus source release the multi-node tests build, if this machine has it: $CITUS_TARBALL, or
-# the vendored copy beside the repository (../shared/vendor). Never part of the repository.
-citus_tarball() {
+# vendored_tarball FILE [OVERRIDE]: the path of a third-party source release the tests build, if
+# this machine has it: OVERRIDE (an environment variable's value), or the copy vendored beside the
+# repository (../shared/vendor). Never part of the repository.
+vendored_tarball() {
   local t
-  for t in "${CITUS_TARBALL:-}" "$REPO_ROOT/../shared/vendor/citus-14.0.1.tar.gz" /work/shared/vendor/citus-14.0.1.tar.gz; do
+  for t in "${2:-}" "$REPO_ROOT/../shared/vendor/$1" "/work/shared/vendor/$1"; do
     if [ -n "$t" ] && [ -f "$t" ]; then echo "$t"; return 0; fi
   done
   return 1
 }
+# Citus, for the multi-node tests ($CITUS_TARBALL to use another copy).
+citus_tarball() { vendored_tarball citus-14.0.1.tar.gz "${CITUS_TARBALL:-}"; }
+# pg_tle (Trusted Language Extensions), for the portable edition's tests ($PG_TLE_TARBALL).
+pg_tle_tarball() { vendored_tarball pg_tle-1.5.2.tar.gz "${PG_TLE_TARBALL:-}"; }
 
 # build_citus PREFIX: builds and installs Citus from citus_tarball into the PostgreSQL at PREFIX
 # (about 30 s), unless that build is there already. Fails if there is no tarball.
@@ -75,16 +80,6 @@ build_citus() {
     || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
   $SUDO touch "$prefix/.citus-$(basename "$tarball")"
   rm -rf "$tmp"
-}
-
-# The pg_tle (Trusted Language Extensions) source release, if this machine has it: $PG_TLE_TARBALL,
-# or the vendored copy beside the repository (../shared/vendor). Never part of the repository.
-pg_tle_tarball() {
-  local t
-  for t in "${PG_TLE_TARBALL:-}" "$REPO_ROOT/../shared/vendor/pg_tle-1.5.2.tar.gz" /work/shared/vendor/pg_tle-1.5.2.tar.gz; do
-    if [ -n "$t" ] && [ -f "$t" ]; then echo "$t"; return 0; fi
-  done
-  return 1
 }
 
 # build_pg_tle PREFIX: builds and installs pg_tle from pg_tle_tarball into the PostgreSQL at
