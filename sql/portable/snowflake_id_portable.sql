@@ -387,7 +387,9 @@ END $$;
 COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
 
 -- The next id from the shards this database owns: within a tick, the first shard's sequence,
--- then the next shard's, as the native edition fills them. 55000 under shards '*'.
+-- then the next shard's, as the native edition fills them. 55000 under shards '*'. (The steps
+-- after the first check are snowflake_next(shard)'s, and uuidv7_next() repeats them too: written
+-- out in each, because a call to a shared PL/pgSQL function would add a tenth to every id.)
 CREATE FUNCTION snowflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
