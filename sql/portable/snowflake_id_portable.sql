@@ -4,10 +4,10 @@
 --   psql -v ON_ERROR_STOP=1 -1 -d mydb -c 'SET search_path = app' -f snowflake_id_portable.sql
 --
 -- runs it as any role that may create in the first schema of its search_path and create schemas
--- in the database (CREATE on both). The functions go into that schema; the counters and the record of the
--- configuration go into the schema snowflake_id_portable, which no other role may use. Where
--- pg_tle is the way in, sql/portable/pg_tle.sql installs the same text as the extension
--- snowflake_id_portable (it is made from this file by scripts/portable-tle.py; a test keeps them equal).
+-- in the database (CREATE on both). The functions go into that schema; the counters and the
+-- record of the configuration go into the schema snowflake_id_portable, which no other role may
+-- use. Where pg_tle is the way in, sql/portable/pg_tle.sql installs the same text as the
+-- extension snowflake_id_portable (scripts/portable-tle.py makes it; a check keeps them equal).
 --
 -- The ids are the native extension's, bit for bit: for the same layout, epoch, shard and tick,
 -- the same id, and each edition's snowflake_decode reads the other's ids exactly.
