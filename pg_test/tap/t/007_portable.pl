@@ -50,6 +50,19 @@ sub app_psql
 	return $node->safe_psql($db, $sql, extra_params => [ '-U', 'app' ]);
 }
 
+# The pgbench command by which eight clients run SQL (a script's text, written to NAME.sql) in DB
+# as app, with pgbench's RUN options (-t TRANSACTIONS or -T SECONDS).
+sub eight_clients
+{
+	my ($node, $db, $name, $sql, @run) = @_;
+	my $file = $node->basedir . "/$name.sql";
+	open my $fh, '>', $file or die $!;
+	print $fh $sql;
+	close $fh;
+	return [ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, @run, '-f', $file,
+		'-h', $node->host, '-p', $node->port, '-U', 'app', $db ];
+}
+
 # Calls that started after another returned and got a smaller id (t0 and t1 bracket the call).
 sub order_violations
 {
@@ -74,12 +87,9 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 		CREATE TABLE flakes (id bigint PRIMARY KEY, t0 timestamptz, t1 timestamptz);
 		CREATE TABLE uuids (id uuid PRIMARY KEY, t0 timestamptz, t1 timestamptz);});
 	# t0 and t1 bracket the call: a SELECT list is evaluated left to right.
-	my $load = $node->basedir . '/load.sql';
-	PostgreSQL::Test::Utils::append_to_file($load,
-		"INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n"
-		  . "INSERT INTO uuids (t0, id, t1) SELECT clock_timestamp(), uuidv7_next(), clock_timestamp();\n");
-	$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-t', 20000, '-f', $load,
-		'-h', $node->host, '-p', $node->port, '-U', 'app', 'appdb' ], "PG $major: eight clients insert 20,000 rows each");
+	my $load = "INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n"
+	  . "INSERT INTO uuids (t0, id, t1) SELECT clock_timestamp(), uuidv7_next(), clock_timestamp();\n";
+	$node->command_ok(eight_clients($node, 'appdb', 'load', $load, '-t', 20000), "PG $major: eight clients insert 20,000 rows each");
 	is($node->safe_psql('appdb', 'SELECT count(*), count(DISTINCT id) FROM flakes'), '160000|160000',
 		"PG $major: 160,000 snowflake ids, none repeated");
 	is($node->safe_psql('appdb', 'SELECT count(*), count(DISTINCT id) FROM uuids'), '160000|160000',
@@ -96,12 +106,9 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	app_psql($node, 'onedb', qq{
 		SELECT snowflake_portable_configure(shards => '7');
 		CREATE TABLE flakes (id bigint PRIMARY KEY, t0 timestamptz, t1 timestamptz);});
-	my $mixed = $node->basedir . '/mixed.sql';
-	PostgreSQL::Test::Utils::append_to_file($mixed,
-		"INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(7), clock_timestamp();\n"
-		  . "INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n");
-	$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-t', 2000, '-f', $mixed,
-		'-h', $node->host, '-p', $node->port, '-U', 'app', 'onedb' ], "PG $major: eight clients mint for one shard both ways");
+	my $mixed = "INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(7), clock_timestamp();\n"
+	  . "INSERT INTO flakes (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n";
+	$node->command_ok(eight_clients($node, 'onedb', 'mixed', $mixed, '-t', 2000), "PG $major: eight clients mint for one shard both ways");
 	is($node->safe_psql('onedb', 'SELECT count(DISTINCT id), count(*) FILTER (WHERE snowflake_shard(id) <> 7), '
 		  . (order_violations($node, 'onedb', 'flakes', '') eq '0' ? "'ordered'" : "'unordered'") . ' FROM flakes'),
 		'32000|0|ordered', "PG $major: shard 7's 32,000 ids, none repeated, in call order");
@@ -111,8 +118,7 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	# what these clients mint in a millisecond, measured first. Once per run, on its first major.
 	if ($major eq (split ' ', $ENV{SFID_PORTABLE} // '14')[0])
 	{
-		my ($out) = PostgreSQL::Test::Utils::run_command([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-T', 3, '-f', $load,
-			'-h', $node->host, '-p', $node->port, '-U', 'app', 'appdb' ]);
+		my ($out) = PostgreSQL::Test::Utils::run_command(eight_clients($node, 'appdb', 'load', $load, '-T', 3));
 		my ($tps) = $out =~ /tps = ([0-9.]+)/;
 		my $bits = 1;
 		$bits++ while $bits < 9 && (1 << $bits) < 4 * $tps / 1000;    # twice the two ids a transaction
@@ -120,11 +126,9 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 		app_psql($node, 'racedb', qq{
 			SELECT snowflake_portable_configure(layout => '41/13/$bits', shards => '7');
 			CREATE UNLOGGED TABLE t (id bigint, t0 timestamptz, t1 timestamptz);});
-		my $race = $node->basedir . '/race.sql';
-		PostgreSQL::Test::Utils::append_to_file($race,
-			"INSERT INTO t (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n");
-		$node->command_ok([ $node->installed_command('pgbench'), '-n', '-c', 8, '-j', 8, '-T', 20, '-f', $race,
-			'-h', $node->host, '-p', $node->port, '-U', 'app', 'racedb' ], "PG $major: eight clients mint for 20 s, $bits sequence bits a tick");
+		my $race = "INSERT INTO t (t0, id, t1) SELECT clock_timestamp(), snowflake_next(), clock_timestamp();\n";
+		$node->command_ok(eight_clients($node, 'racedb', 'race', $race, '-T', 20),
+			"PG $major: eight clients mint for 20 s, $bits sequence bits a tick");
 		is($node->safe_psql('racedb', 'SELECT count(*) - count(DISTINCT id) FROM t') . ' ' . order_violations($node, 'racedb', 't', ''),
 			'0 0', "PG $major: at the tick's capacity, where jumps race the calls, no id repeats or goes back");
 
