@@ -245,16 +245,25 @@ LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - epoch_ms) / tick_ms
 $$;
 
+-- The configuration in force, as the catalog has it (never a transaction's older snapshot).
+CREATE FUNCTION snowflake_id_portable.settings_now() RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s bigint[];
+BEGIN
+    EXECUTE 'SELECT snowflake_id_portable.settings()' INTO s;
+    RETURN s;
+END $$;
+
 -- Makes gen even and stamps it with the serial of the configuration in force (the catalog's
 -- settings(), not the caller's snapshot of the table). The caller holds the lock on config.
 -- Returns the serial in force.
 CREATE FUNCTION snowflake_id_portable.settle_gen() RETURNS bigint
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    in_force bigint;
+    in_force bigint := (snowflake_id_portable.settings_now())[1];
     g bigint := pg_sequence_last_value('snowflake_id_portable.gen');
 BEGIN
-    EXECUTE 'SELECT (snowflake_id_portable.settings())[1]' INTO in_force;
     IF g IS NULL OR g & 131071 <> in_force THEN
         PERFORM setval('snowflake_id_portable.gen', (((coalesce(g >> 16, 0) + 2) & ~1::bigint) << 16) | in_force);
     END IF;
@@ -715,16 +724,6 @@ BEGIN
         PERFORM setval(generator, first - 1);
     END IF;
     PERFORM setval('snowflake_id_portable.gen', after);
-END $$;
-
--- The configuration in force, as the catalog has it (never a transaction's older snapshot).
-CREATE FUNCTION snowflake_id_portable.settings_now() RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
-DECLARE
-    s bigint[];
-BEGIN
-    EXECUTE 'SELECT snowflake_id_portable.settings()' INTO s;
-    RETURN s;
 END $$;
 
 -- Chooses the layout, epoch and shards (NULL keeps the current one), and returns the
