@@ -52,13 +52,14 @@ use pgrx::pg_sys::panic::ErrorReport;
 
 use crate::core::conninfo;
 use crate::core::fleet::{Reached, Sample, ServerInfo};
+use crate::core::monotonic::Timeline;
 use crate::core::shards::ShardSet;
 use crate::{clock, errors, guc, shmem};
 
 /// This server's facts, for `snowflake_fleet_info()` and as the check's first server.
 pub fn local_info() -> ServerInfo {
     let layout = guc::layout();
-    let tl = layout.timeline();
+    let tl = Timeline::of(layout);
     let minted: Vec<(u32, u32)> = shmem::shard_slots()
         .map(|slots| slots.filter(|(_, slot)| slot.issued(&tl) > 0).map(|(s, _)| (s, s)).collect())
         .unwrap_or_default();

@@ -316,7 +316,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
                 slot.start_at(tl.first_word_at(reserved), tl.tick_of_unix_ms(written_at), tl);
             };
             start(&*slots, &uuidv7::TIMELINE);
-            let tl = layout.timeline();
+            let tl = Timeline::of(layout);
             for i in 0..shard_count {
                 start(&*slots.add(1 + i), &tl);
             }
@@ -422,7 +422,7 @@ pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_u
     let raise =
         |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(seen_unix_ms), tl);
     raise(seg.slot(0), &uuidv7::TIMELINE);
-    let tl = layout.timeline();
+    let tl = Timeline::of(layout);
     for s in 0..seg.header().shard_count as usize {
         raise(seg.slot(1 + s), &tl);
     }

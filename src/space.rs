@@ -56,6 +56,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, Spi};
 
+use crate::core::monotonic::Timeline;
 use crate::core::space::{self, FloorWait, MintedBefore, Recorded};
 use crate::core::time;
 use crate::core::uuidv7;
@@ -185,7 +186,7 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) -> Result<(), ErrorRepor
     // As far as a call of either kind may wait: a floor this server wrote covers UUIDv7 ahead of
     // the clock too.
     let horizon = space::horizon_ms(&guc::clock_policy()).max(space::horizon_ms(&guc::uuidv7_clock_policy()));
-    let tl = layout.timeline();
+    let tl = Timeline::of(layout);
     let words_at = |ms: i64| (snowflake.then(|| tl.first_word_at(ms)), uuidv7::TIMELINE.first_word_at(ms));
     let to = match space::wait_target(floor, now, horizon) {
         FloorWait::None => return Ok(()),

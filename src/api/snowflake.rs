@@ -13,7 +13,8 @@ use pgrx::prelude::*;
 use crate::core::layout::Parts;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::core::{monotonic, shards};
+use crate::core::monotonic::{self, Timeline};
+use crate::core::shards;
 use crate::errors::{self, Generator};
 use crate::{generate, guc, shmem};
 
@@ -68,7 +69,7 @@ fn mint_owned_fast() -> Option<i64> {
         return None;
     }
     let layout = guc::layout();
-    let tl = layout.timeline();
+    let tl = Timeline::of(layout);
     let policy = guc::clock_policy();
     let limit = generate::fast_limit(&tl);
     let generation = guc::shard_set_generation();
@@ -156,7 +157,7 @@ fn mint_owned() -> i64 {
         None if unassigned => errors::raise(errors::no_owned_shards()),
         None => {}
     }
-    let tl = guc::layout().timeline();
+    let tl = Timeline::of(guc::layout());
     let (_, now_tick) = tl.word_at(crate::clock::now_unix_ns()).unwrap_or((0, 0));
     // A clock behind the latest tick snowflake_next() minted at: pick among the shards as of that tick,
     // and raise the one picked to it, so that mint() mints at or after it, waiting for the clock
@@ -196,7 +197,7 @@ fn mint(shard: i64) -> i64 {
         slot.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         errors::raise(errors::shard_not_assigned(shard, &guc::shards_text()));
     }
-    let tl = layout.timeline();
+    let tl = Timeline::of(layout);
     let word = generate::mint(slot, &tl, &guc::clock_policy(), Generator::Snowflake { layout, shard });
     layout.id_from_word(word, shard)
 }
@@ -232,7 +233,7 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         // An int4 Datum holds the value in its low 32 bits (DatumGetInt32).
         let shard = layout.shard(i64::from(arg.value.value() as i32)).ok().filter(|&s| guc::shard_allowed(s))?;
         let slot = shmem::try_shard_slot(shard)?;
-        let tl = layout.timeline();
+        let tl = Timeline::of(layout);
         let now = crate::clock::now_unix_ns();
         let m = monotonic::try_mint_fast(&slot.state, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
         generate::record_fast(slot, &m, &tl);

@@ -71,7 +71,7 @@ fn snowflake_id_stats() -> Result<
 > {
     let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
-    let tl = guc::layout().timeline();
+    let tl = Timeline::of(guc::layout());
     let mut rows = Vec::new();
     rows.extend(row("uuidv7", None, uuid, &uuidv7::TIMELINE)?);
     for (shard, slot) in shards {
@@ -86,7 +86,7 @@ fn snowflake_id_stats() -> Result<
 fn snowflake_id_stats_reset() -> Result<(), ErrorReport> {
     let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
-    let tl = guc::layout().timeline();
+    let tl = Timeline::of(guc::layout());
     let slots = std::iter::once((uuid, &uuidv7::TIMELINE)).chain(shards.map(|(_, s)| (s, &tl)));
     for (slot, tl) in slots {
         slot.reset_issued(tl);

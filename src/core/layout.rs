@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use super::monotonic::Timeline;
+use super::excerpt::excerpt;
 use super::time;
 
 /// Bits an id may use: 64 minus the sign bit.
@@ -39,19 +39,6 @@ pub const MAX_TICK_MS: u32 = 1000;
 /// ` 41/13/9@1000ms `, is 16; anything longer is refused before it is looked at, so that
 /// `snowflake_layout(repeat('/', 300000000))` costs nothing.
 pub const MAX_LAYOUT_LEN: usize = 64;
-
-/// How much of a refused text an error message quotes, in characters.
-pub const EXCERPT_CHARS: usize = 32;
-
-/// The start of `text` for an error message: all of it when it has at most [`EXCERPT_CHARS`]
-/// characters, otherwise that many followed by `…`. Cut on a character boundary, so any `&str`
-/// is fine; the work and the result are bounded whatever the length of `text`.
-pub fn excerpt(text: &str) -> String {
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
 
 /// How a layout spends the 63 bits, and how long a tick is. The epoch is separate because it is
 /// a separate setting; [`Layout`] joins the two.
@@ -293,17 +280,6 @@ impl Layout {
             shard: ((id >> w.seq_bits) & self.max_shard() as u64) as u32,
             seq: (id & self.max_seq() as u64) as u32,
         })
-    }
-
-    /// The generator timeline of one shard: ticks of this layout, the sequence in the low bits.
-    pub const fn timeline(&self) -> Timeline {
-        Timeline {
-            origin_unix_ms: self.epoch_unix_ms,
-            tick_ms: self.widths.tick_ms,
-            low_bits: self.widths.seq_bits,
-            max_tick: self.max_ticks(),
-            sub_tick_fraction: false,
-        }
     }
 
     /// The id of a generator word (`tick << seq_bits | seq`) minted for `shard`.
@@ -606,11 +582,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn syntax_errors_quote_an_excerpt_cut_on_a_character_boundary() {
-        assert_eq!(excerpt("sonyflak"), "sonyflak");
-        assert_eq!(excerpt(&"a".repeat(EXCERPT_CHARS)), "a".repeat(EXCERPT_CHARS));
-        assert_eq!(excerpt(&"é".repeat(40)), format!("{}…", "é".repeat(EXCERPT_CHARS)));
-        assert_eq!(excerpt(&"👍".repeat(EXCERPT_CHARS + 1)), format!("{}…", "👍".repeat(EXCERPT_CHARS)));
+    fn syntax_errors_quote_an_excerpt() {
         // 40 bytes, under the length bound but over the excerpt.
         let e = Widths::parse(&"1/".repeat(20)).unwrap_err();
         assert_eq!(e, LayoutError::Syntax(format!("{}…", "1/".repeat(16))));
@@ -654,18 +626,8 @@ pub(crate) mod tests {
     /// Property tests: the parser and every method of [`Layout`] are total.
     pub(crate) mod props {
         use super::super::*;
+        use crate::core::excerpt::tests::any_text;
         use proptest::prelude::*;
-
-        /// Any text: arbitrary unicode, text made of the layout's own characters, and long text.
-        pub(crate) fn any_text() -> impl Strategy<Value = String> {
-            prop_oneof![
-                any::<String>(),
-                "[0-9/@ms \t,.+-]{0,70}",
-                "[ ]{0,4}[0-9]{1,3} ?/ ?[0-9]{1,3} ?/ ?[0-9]{1,3}( ?@ ?[0-9]{1,5} ?(ms)?)?[ ]{0,4}",
-                proptest::collection::vec(any::<char>(), 0..2000).prop_map(String::from_iter),
-                (any::<char>(), 0usize..100_000).prop_map(|(c, n)| std::iter::repeat_n(c, n).collect()),
-            ]
-        }
 
         /// Widths within validate's bounds, with the extremes of each field weighted up.
         fn valid_widths() -> impl Strategy<Value = Widths> {

@@ -8,6 +8,7 @@
 pub mod conninfo;
 pub mod convert;
 pub mod cycle_clock;
+pub mod excerpt;
 pub mod ff1;
 pub mod fleet;
 pub mod layout;

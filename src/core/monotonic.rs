@@ -43,6 +43,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::layout::Layout;
 use super::reservation::RESERVE_AHEAD_MS;
 use super::time::NS_PER_MS;
 
@@ -100,6 +101,18 @@ pub enum MintError {
 }
 
 impl Timeline {
+    /// The generator timeline of one snowflake shard: ticks of `layout`, the sequence in the low
+    /// bits.
+    pub const fn of(layout: &Layout) -> Timeline {
+        Timeline {
+            origin_unix_ms: layout.epoch_unix_ms(),
+            tick_ms: layout.widths().tick_ms,
+            low_bits: layout.widths().seq_bits,
+            max_tick: layout.max_ticks(),
+            sub_tick_fraction: false,
+        }
+    }
+
     /// How the issued ids of a generator on this timeline are counted.
     pub const fn count(&self) -> IssuedCount {
         IssuedCount { low_bits: self.low_bits }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::layout::excerpt;
+use super::excerpt::excerpt;
 
 /// The longest shard list [`ShardSet::parse`] reads, in bytes.
 pub const MAX_SHARDS_LEN: usize = 4096;
@@ -340,7 +340,7 @@ mod tests {
 
     mod props {
         use super::super::*;
-        use crate::core::layout::tests::props::any_text;
+        use crate::core::excerpt::tests::any_text;
         use proptest::prelude::*;
 
         /// A max shard, and up to 40 shards and ranges below it.

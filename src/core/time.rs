@@ -5,7 +5,7 @@
 //! The accepted form is ISO 8601 / RFC 3339 with an explicit UTC offset, which is also the form
 //! PostgreSQL prints with `TimeZone = UTC`.
 
-use super::layout::excerpt;
+use super::excerpt::excerpt;
 
 pub const NS_PER_US: i64 = 1_000;
 pub const NS_PER_MS: i64 = 1_000_000;
@@ -278,7 +278,7 @@ mod tests {
 
     mod props {
         use super::super::*;
-        use crate::core::layout::tests::props::any_text;
+        use crate::core::excerpt::tests::any_text;
         use proptest::prelude::*;
 
         /// 0000-01-01 00:00:00 UTC and 9999-12-31 23:59:59.999 UTC: the four-digit years, which
