@@ -17,18 +17,8 @@ compile_error!("snowflake_id must be built with panic = \"unwind\": pgrx turns p
 compile_error!("the sabotage features are for make chaos's debug builds only");
 
 mod api;
-mod clock;
 pub mod core;
-mod errors;
-mod fleet;
-mod generate;
-mod guc;
-mod keys;
-mod reservation;
-mod restricted;
-mod shmem;
-mod space;
-mod wal;
+mod runtime;
 
 use pgrx::prelude::*;
 
@@ -38,12 +28,12 @@ pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.3.0");
 #[pg_guard]
 #[allow(non_snake_case)]
 pub extern "C-unwind" fn _PG_init() {
-    clock::init();
-    guc::init();
+    runtime::clock::init();
+    runtime::guc::init();
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        shmem::init();
-        wal::init();
+        runtime::shmem::init();
+        runtime::wal::init();
     }
 }
 

@@ -13,7 +13,7 @@
 //! and with `SET row_security = off`, so that a row policy that applies to the reader makes the
 //! reads of the stored ids fail (42501) rather than miss rows. The one query over the table, its
 //! largest id, runs as the table's owner under a security-restricted operation
-//! (`crate::restricted`), in a dry run too: planning it evaluates the owner's index expressions,
+//! (`crate::runtime::restricted`), in a dry run too: planning it evaluates the owner's index expressions,
 //! which must never run with a superuser's rights.
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
@@ -31,7 +31,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
-use crate::errors;
+use crate::runtime::errors;
 
 /// What a read of the facts is for, which decides how an identity's sequence is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -335,13 +335,13 @@ fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
 }
 
 /// The largest id the column holds, read as the table's owner under a security-restricted
-/// operation (`crate::restricted`): planning and running `max()` evaluates the owner's index
+/// operation (`crate::runtime::restricted`): planning and running `max()` evaluates the owner's index
 /// expressions and may call the owner's functions, which must never run with the caller's rights.
 fn stored_max(tbl: pg_sys::Oid, c: &Column) -> Result<Option<i64>, ErrorReport> {
     let owner = Spi::get_one_with_args::<pg_sys::Oid>("SELECT relowner FROM pg_class WHERE oid = $1", &[tbl.into()])
         .map_err(errors::catalog_query)?
         .ok_or_else(errors::no_such_table)?;
-    crate::restricted::as_table_owner(owner, || {
+    crate::runtime::restricted::as_table_owner(owner, || {
         one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table))
     })
 }

@@ -1,4 +1,4 @@
-//! The fleet check (`crate::core::fleet` for the rules, `crate::fleet` for the connections).
+//! The fleet check (`crate::core::fleet` for the rules, `crate::runtime::fleet` for the connections).
 //!
 //! - `snowflake_fleet_info()`: this server's facts as `jsonb`. VOLATILE (it reads the clock and
 //!   the counters), PARALLEL SAFE (it only reads shared memory). Granted to `pg_monitor`, like the
@@ -16,7 +16,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::fleet::{self, Limits, Reached};
-use crate::{errors, fleet as glue, guc, shmem};
+use crate::runtime::{errors, fleet as glue, guc, shmem};
 
 /// This server's facts for the fleet check.
 #[pg_extern(volatile, parallel_safe)]

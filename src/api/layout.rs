@@ -4,7 +4,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::layout::{Layout, LayoutError, Widths, MAX_LAYOUT_LEN};
-use crate::{errors, guc};
+use crate::runtime::{errors, guc};
 
 /// The figures of a layout: the server's (`snowflake_layout()`), or any layout a DBA is weighing
 /// before choosing it (`snowflake_layout('twitter')`, `snowflake_layout('39/16/8@10ms', '2020-01-01')`).
@@ -138,10 +138,10 @@ pub unsafe extern "C-unwind" fn snowflake_id_space_changed(fcinfo: pg_sys::Funct
     if !on_record {
         errors::raise(errors::trigger_not_on_record("snowflake_id_space_changed"));
     }
-    crate::shmem::bump_space_generation();
+    crate::runtime::shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
         register_xact_callback(PgXactCallbackEvent::Commit, || {
-            crate::shmem::bump_space_generation();
+            crate::runtime::shmem::bump_space_generation();
             REGISTERED.store(false, Ordering::Relaxed);
         });
         register_xact_callback(PgXactCallbackEvent::Abort, || REGISTERED.store(false, Ordering::Relaxed));
@@ -161,7 +161,7 @@ pub extern "C" fn pg_finfo_snowflake_id_space_changed() -> &'static pg_sys::Pg_f
     &V1
 }
 
-// The database's record of its id space (crate::space): the layout and epoch its snowflake ids
+// The database's record of its id space (crate::runtime::space): the layout and epoch its snowflake ids
 // are made under, written when the extension is created and dumped with the data, and the floor
 // of the ids minted in it (minted_before), which the extension advances in place and a dump or
 // pg_upgrade carries. A restore into a database that already has the extension adds the dumped

@@ -1,5 +1,5 @@
 //! The SQL surface: `#[pg_extern]` glue only. Each function parses its arguments, calls the
-//! core, and maps errors through `crate::errors`.
+//! core, and maps errors through `crate::runtime::errors`.
 
 pub mod convert;
 pub mod fleet;
@@ -14,7 +14,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::time::{self, US_PER_MS};
-use crate::errors;
+use crate::runtime::errors;
 
 /// A Unix microsecond as a finite `timestamptz`.
 ///

@@ -1,8 +1,8 @@
 //! Public ids (`crate::core::public`): keyed, reversible tokens for snowflake ids and UUIDv7s,
-//! with the keys from the key file (`crate::keys`).
+//! with the keys from the key file (`crate::runtime::keys`).
 //!
 //! Volatility: STABLE, STRICT and PARALLEL SAFE. A result depends on the keys, which come from
-//! configuration and stay the same for a whole transaction (`crate::keys` looks at the file once
+//! configuration and stay the same for a whole transaction (`crate::runtime::keys` looks at the file once
 //! per transaction), so a token in a `WHERE` clause is decoded once and an index scan uses the id.
 //! Not IMMUTABLE: a key rotation changes the results, so they must never be stored in an index or
 //! a generated column. Parallel safe: a worker reads the same file and derives the same keys,
@@ -11,14 +11,14 @@
 //! documented rotation, both decode), which is the price of letting parallel plans mint tokens.
 //!
 //! Text arguments are read as bytes (pgrx's `&str` panics on text that is not UTF-8), and their
-//! length checked first; errors quote at most 32 bytes of them (`crate::errors::invalid_text`).
+//! length checked first; errors quote at most 32 bytes of them (`crate::runtime::errors::invalid_text`).
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::public::{self, MAX_CONTEXT_BYTES};
-use crate::errors;
-use crate::keys;
+use crate::runtime::errors;
+use crate::runtime::keys;
 
 const TOKEN: &str = "a public id";
 

@@ -15,15 +15,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::core::monotonic::{self, Timeline};
 use crate::core::shards;
-use crate::errors::{self, Generator};
-use crate::{generate, guc, shmem};
+use crate::runtime::errors::{self, Generator};
+use crate::runtime::{generate, guc, shmem};
 
 /// Mints the next id for `shard`: the complete, guarded implementation, with every check and
 /// error. PostgreSQL reaches it through [`snowflake_next_fast`] below, which handles the common
 /// case itself and hands everything else to this function's pgrx wrapper.
 ///
 /// VOLATILE: every call returns a new id.
-/// PARALLEL UNSAFE: an id past the database's floor must first advance it (`crate::space`), which
+/// PARALLEL UNSAFE: an id past the database's floor must first advance it (`crate::runtime::space`), which
 /// writes, and nothing may be written in parallel mode; so a query that mints runs without
 /// parallel workers.
 /// Not STRICT: a NULL shard raises an error instead of silently producing a NULL key.
@@ -77,7 +77,7 @@ fn mint_owned_fast() -> Option<i64> {
     guc::with_shard_set(|set| {
         // A lost race on a shard's word: read the shards again, a few times, before the slow path.
         for _ in 0..4 {
-            let now = crate::clock::now_unix_ns();
+            let now = crate::runtime::clock::now_unix_ns();
             let (_, now_tick) = tl.word_at(now).ok()?;
             // The tick snowflake_next() mints from: the clock's, or the latest one it minted at
             // (on any backend), if that is later. An idle shard's next word lies in the past, and
@@ -158,7 +158,7 @@ fn mint_owned() -> i64 {
         None => {}
     }
     let tl = Timeline::of(guc::layout());
-    let (_, now_tick) = tl.word_at(crate::clock::now_unix_ns()).unwrap_or((0, 0));
+    let (_, now_tick) = tl.word_at(crate::runtime::clock::now_unix_ns()).unwrap_or((0, 0));
     // A clock behind the latest tick snowflake_next() minted at: pick among the shards as of that tick,
     // and raise the one picked to it, so that mint() mints at or after it, waiting for the clock
     // (within the lead, not at all) or refusing (58000) as for any step back, instead of an idle
@@ -234,7 +234,7 @@ pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCall
         let shard = layout.shard(i64::from(arg.value.value() as i32)).ok().filter(|&s| guc::shard_allowed(s))?;
         let slot = shmem::try_shard_slot(shard)?;
         let tl = Timeline::of(layout);
-        let now = crate::clock::now_unix_ns();
+        let now = crate::runtime::clock::now_unix_ns();
         let m = monotonic::try_mint_fast(&slot.state, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
         generate::record_fast(slot, &m, &tl);
         Some(layout.id_from_word(m.word, shard))
@@ -363,7 +363,7 @@ mod tests {
         assert!(b > a && a > 0);
         let l = Layout::DEFAULT;
         assert_eq!(l.decompose(a).unwrap().shard, 7);
-        let now_ms = crate::clock::now_unix_ms();
+        let now_ms = crate::runtime::clock::now_unix_ms();
         let ms = l.tick_start_unix_ms(l.decompose(b).unwrap().ticks);
         assert!((now_ms - ms).abs() < 1000, "id time {ms} vs clock {now_ms}");
         assert!(ms >= DEFAULT_EPOCH_UNIX_MS);

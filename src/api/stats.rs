@@ -13,8 +13,8 @@ use crate::core::monotonic::Timeline;
 use crate::core::reservation::FILE_NAME;
 use crate::core::time::NS_PER_MS;
 use crate::core::uuidv7;
-use crate::shmem::{self, Slot};
-use crate::{errors, guc};
+use crate::runtime::shmem::{self, Slot};
+use crate::runtime::{errors, guc};
 
 type StatsRow = (String, Option<i32>, i64, Option<TimestampWithTimeZone>, i64, i64, i64, f64, i64, i64, i64);
 
@@ -164,15 +164,15 @@ fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZo
     if until > layout.last_unix_ms() {
         return Err(errors::advance_too_far(until, "past the end of the snowflake layout"));
     }
-    if until > crate::clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
+    if until > crate::runtime::clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
         return Err(errors::advance_too_far(until, "more than an hour ahead of the clock"));
     }
     shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
     // Generators refused because of a damaged file: the caller's point in time is what the file
     // would have said, so it replaces the file (never one from another layout).
-    crate::reservation::replace_unusable(until)?;
+    crate::runtime::reservation::replace_unusable(until)?;
     // The reservation first: no generator may stand past a reservation that is not on disk.
-    crate::reservation::renew(until, true)?;
+    crate::runtime::reservation::renew(until, true)?;
     // The caller asserts the clock has reached `until` (on the old primary): a clock reading
     // behind it stepped back, and waits only as long as max_rewind_wait allows.
     shmem::raise_generators(layout, until, until);

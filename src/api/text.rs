@@ -14,7 +14,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::text::{self, TextError};
-use crate::errors;
+use crate::runtime::errors;
 
 /// The texts are ASCII by construction.
 pub(crate) fn ascii(bytes: &[u8]) -> String {

@@ -19,7 +19,7 @@
 //! - `uuidv7_min_id(ts)`, `uuidv7_max_id(ts)`: range bounds, like `snowflake_min_id`/`_max_id`.
 //!
 //! Volatility: the generators are VOLATILE and PARALLEL UNSAFE: an id past the database's floor
-//! must first advance it (`crate::space`), which writes, and nothing may be written in parallel
+//! must first advance it (`crate::runtime::space`), which writes, and nothing may be written in parallel
 //! mode; so a query that mints runs without parallel workers. The readers are IMMUTABLE, STRICT
 //! and PARALLEL SAFE: a UUIDv7 counts Unix milliseconds, which no setting changes.
 
@@ -31,8 +31,8 @@ use pgrx::prelude::*;
 use crate::core::rng::TailRng;
 use crate::core::time::{self, NS_PER_US};
 use crate::core::uuidv7;
-use crate::errors::{self, Generator};
-use crate::{generate, guc, shmem};
+use crate::runtime::errors::{self, Generator};
+use crate::runtime::{generate, guc, shmem};
 
 thread_local! {
     /// This backend's random stream. PostgreSQL backends are single-threaded; thread-local

@@ -106,7 +106,7 @@
 //! millisecond they carry.
 //!
 //! Whether a process may use the counter at all (an x86-64 TSC that the kernel itself keeps time
-//! with, and `snowflake_id.clock_source`) is the glue's decision, in `crate::clock`.
+//! with, and `snowflake_id.clock_source`) is the glue's decision, in `crate::runtime::clock`.
 
 use super::time::NS_PER_MS;
 

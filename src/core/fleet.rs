@@ -1,6 +1,6 @@
 //! The fleet check's rules: what one server says about itself ([`ServerInfo`]), how a peer's
 //! clock offset is measured from timed round trips ([`clock_offset`]), and the findings about a
-//! set of servers ([`judge`]). The SQL function and the connections are `crate::fleet`.
+//! set of servers ([`judge`]). The SQL function and the connections are `crate::runtime::fleet`.
 //!
 //! Snowflake ids need no coordination to be minted, but they need one fact to hold across the
 //! fleet: no two servers mint for the same shard. Assigning shards is itself a coordination

@@ -3,7 +3,7 @@
 //! Nothing below this module imports pgrx or reads a real clock. Time, randomness and previous
 //! state come in as arguments, so every rule here is tested with plain `#[test]` and a fake
 //! clock (`cargo test --lib core`). The SQL glue in `crate::api` only parses arguments, calls
-//! in here and maps errors (`crate::errors`).
+//! in here and maps errors (`crate::runtime::errors`).
 
 pub mod conninfo;
 pub mod convert;

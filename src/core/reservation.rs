@@ -11,7 +11,7 @@
 //! The reservation runs [`RESERVE_AHEAD_MS`] ahead of the ids being issued and is renewed when
 //! ids come within [`REFRESH_MARGIN_MS`] of it, so under steady load the file is written about
 //! every quarter of a second, never once per id (and, on 15+, logged to the WAL after the file,
-//! see `crate::wal`).
+//! see `crate::runtime::wal`).
 
 use serde::{Deserialize, Serialize};
 

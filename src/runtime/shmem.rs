@@ -62,29 +62,29 @@
 //!   whose CAS moved the word forward into a new tick (for a snowflake shard, once per tick).
 //! - **`reserved_until_unix_ms`** only grows, and only while holding the `snowflake_id`
 //!   LWLock, which serialises writers of the reservation file: the writer puts the new value on
-//!   disk (`crate::reservation`: in place with one fdatasync, or a new file and a rename) and
+//!   disk (`crate::runtime::reservation`: in place with one fdatasync, or a new file and a rename) and
 //!   stores it here afterwards, so no backend issues an id past a reservation that is not
 //!   durable. Id paths read it with one atomic load and take the lock only to renew it, about
 //!   every 250 ms: conditionally (never waiting) while
 //!   ids are still below the reservation, and waiting only when an id would pass it. Holding an
 //!   LWLock across an fsync is the point of this lock; no id path holds it otherwise. Inside it,
 //!   after the file and before publishing, the renewal is also inserted into the WAL and flushed
-//!   (`crate::wal`, PostgreSQL 15+), so that a standby has every reservation before any row
+//!   (`crate::runtime::wal`, PostgreSQL 15+), so that a standby has every reservation before any row
 //!   carrying an id under it. Nothing else inside it allocates from PostgreSQL or raises an
 //!   error (errors are raised after release), and PostgreSQL releases it on any error anyway.
 //!   On a standby the startup process takes it to replay a reservation from the WAL
-//!   (`crate::reservation::replay`): file first, then publish, as a renewal does.
+//!   (`crate::runtime::reservation::replay`): file first, then publish, as a renewal does.
 //!
 //! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
 //!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
 //!   `i64::MIN`, so no id passes the fast path, and the slow path raises the reason. It is
 //!   cleared, and the generators started at the file's reservation, only under the LWLock by the
-//!   backend that finds the file usable again (`crate::reservation::recover`). The server and
+//!   backend that finds the file usable again (`crate::runtime::reservation::recover`). The server and
 //!   every reader keep working meanwhile.
 //!
 //! - **`space_generation`** only grows, by `fetch_add` from the `snowflake_id_space` trigger (at
 //!   the statement and again at commit). A backend remembers the value it last checked its
-//!   database's record at (`crate::space`) and checks again, through SPI, when it differs; the
+//!   database's record at (`crate::runtime::space`) and checks again, through SPI, when it differs; the
 //!   fast path reads it with one relaxed load.
 //! - **`owned_minted_tick`** and **`owned_clock_tick`** only grow, by `fetch_max` from
 //!   `snowflake_next()` (about once per tick: each is loaded first and written only with a newer
@@ -98,7 +98,7 @@
 //!   order it minted them.
 //! - **`checked_databases`** is a cache, not a guard: an entry says that some backend of that
 //!   database waited for its recorded floor (with that record of its id space) since the start
-//!   (`crate::space`), after which the clock is past it. Entries are claimed and replaced with
+//!   (`crate::runtime::space`), after which the clock is past it. Entries are claimed and replaced with
 //!   one CAS each, only once the wait is over, and never cleared before a restart; a backend that
 //!   finds no entry waits for the floor itself (at once when the clock is already past it), so
 //!   two backends of the same database may both wait. When all 256 are taken, a new entry
@@ -132,7 +132,7 @@ use pgrx::prelude::*;
 use crate::core::monotonic::{State, Timeline};
 use crate::core::reservation::Refusal;
 use crate::core::uuidv7;
-use crate::{guc, reservation};
+use crate::runtime::{guc, reservation};
 
 const TRANCHE: &std::ffi::CStr = c"snowflake_id";
 
@@ -291,7 +291,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
         // Read the reservation before taking the lock. Whatever the file holds, the server
         // starts: a file the generators cannot continue from disables them, with a WARNING.
         let found = reservation::load(layout);
-        reservation::log_start(&found, crate::clock::now_unix_ms());
+        reservation::log_start(&found, crate::runtime::clock::now_unix_ms());
         let (reserved, written_at, refusal) = match &found {
             reservation::Found::Nothing => (0, 0, 0),
             reservation::Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),

@@ -5,16 +5,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::PgLogLevel;
 
-use crate::clock::WallClock;
 use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline, Waited};
 use crate::core::reservation::REFRESH_MARGIN_MS;
 use crate::core::time::NS_PER_MS;
-use crate::errors::{self, Generator};
-use crate::shmem::{self, Slot};
-use crate::{reservation, space};
+use crate::runtime::clock::WallClock;
+use crate::runtime::errors::{self, Generator};
+use crate::runtime::shmem::{self, Slot};
+use crate::runtime::{reservation, space};
 
 /// The word below which ids may be issued without touching the reservation or the database's
-/// floor (`crate::space`): the reservation less the renewal margin, so that the fast path never
+/// floor (`crate::runtime::space`): the reservation less the renewal margin, so that the fast path never
 /// runs into it, and no later than the floor this backend knows.
 #[inline]
 pub fn fast_limit(tl: &Timeline) -> u64 {
@@ -29,7 +29,7 @@ pub fn fast_limit(tl: &Timeline) -> u64 {
 static NOT_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
 
 /// Whether this backend may mint snowflake ids without any check: it knows the server is a
-/// primary, and has checked its database's id space (`crate::space`).
+/// primary, and has checked its database's id space (`crate::runtime::space`).
 #[inline]
 pub fn snowflake_ready() -> bool {
     NOT_IN_RECOVERY.load(Ordering::Relaxed) && space::snowflake_ready()

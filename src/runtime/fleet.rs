@@ -54,7 +54,7 @@ use crate::core::conninfo;
 use crate::core::fleet::{Reached, Sample, ServerInfo};
 use crate::core::monotonic::Timeline;
 use crate::core::shards::ShardSet;
-use crate::{clock, errors, guc, shmem};
+use crate::runtime::{clock, errors, guc, shmem};
 
 /// This server's facts, for `snowflake_fleet_info()` and as the check's first server.
 pub fn local_info() -> ServerInfo {

@@ -90,7 +90,7 @@ pub fn init() {
         (placeholder(LAYOUT_NAME), placeholder(EPOCH_NAME))
     } else {
         let [layout, epoch] = config_file_values([LAYOUT_NAME, EPOCH_NAME])
-            .unwrap_or_else(|why| crate::errors::raise(crate::errors::config_unreadable(&why)));
+            .unwrap_or_else(|why| crate::runtime::errors::raise(crate::runtime::errors::config_unreadable(&why)));
         (layout, epoch)
     };
     // The same for the fence: a shard list the check hook refuses would leave '*' in force, every
@@ -134,12 +134,12 @@ pub fn init() {
             // A clock before the epoch is the clock's fault as often as the epoch's: the server
             // starts, the readers work, and the generators refuse with 22008 until the clock
             // passes the epoch.
-            if let Err(e) = layout.check_epoch_not_in_future(crate::clock::now_unix_ms()) {
-                crate::errors::epoch_in_future(&e).report(PgLogLevel::WARNING);
+            if let Err(e) = layout.check_epoch_not_in_future(crate::runtime::clock::now_unix_ms()) {
+                crate::runtime::errors::epoch_in_future(&e).report(PgLogLevel::WARNING);
             }
             let _ = ACTIVE_LAYOUT.set(layout);
         }
-        Err(e) => crate::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
+        Err(e) => crate::runtime::errors::bad_layout_setting(&e).report(PgLogLevel::ERROR),
     }
 
     // SAFETY: the hooks only parse their argument and update this process's copy of the set.
@@ -211,7 +211,7 @@ pub fn init() {
         GucContext::Internal,
         GucFlags::from_bits_retain(pg_sys::GUC_NOT_IN_SAMPLE as i32) | GucFlags::DISALLOW_IN_FILE,
     );
-    if crate::clock::tsc_available() {
+    if crate::runtime::clock::tsc_available() {
         // SAFETY: sets an internal setting we just defined, as PostgreSQL does for its own
         // read-only status settings.
         unsafe {
@@ -308,7 +308,7 @@ static FENCE_INVALID: AtomicBool = AtomicBool::new(false);
 fn close_fence(why: &str) {
     replace_shard_set(Some(ShardSet::Ranges(Vec::new())));
     FENCE_INVALID.store(true, Ordering::Relaxed);
-    crate::errors::invalid_fence(why).report(PgLogLevel::WARNING);
+    crate::runtime::errors::invalid_fence(why).report(PgLogLevel::WARNING);
 }
 
 /// After a refusal: whether a fence closed at start because its configured list did not parse
@@ -505,7 +505,7 @@ unsafe extern "C-unwind" fn check_epoch(
         if starting() || ms == layout().epoch_unix_ms() {
             return Layout::new(Widths::DEFAULT, ms).map(|_| ());
         }
-        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(crate::clock::now_unix_ms())
+        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(crate::runtime::clock::now_unix_ms())
     });
     match checked {
         Err(e) => check_failed(&e),

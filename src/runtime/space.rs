@@ -46,7 +46,7 @@
 //!
 //! A database whose record names another layout or epoch refuses snowflake ids (55000) until
 //! the settings or the record are fixed; UUIDv7, which no setting shapes, still mints. The
-//! registry of databases checked since the start and the record counter are in `crate::shmem`.
+//! registry of databases checked since the start and the record counter are in `crate::runtime::shmem`.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -60,7 +60,7 @@ use crate::core::monotonic::Timeline;
 use crate::core::space::{self, FloorWait, MintedBefore, Recorded};
 use crate::core::time;
 use crate::core::uuidv7;
-use crate::{clock, errors, guc, restricted, shmem};
+use crate::runtime::{clock, errors, guc, restricted, shmem};
 
 /// This backend's verdict (a backend serves one database for its whole life).
 static VERDICT: AtomicU8 = AtomicU8::new(UNCHECKED);

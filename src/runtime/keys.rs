@@ -27,7 +27,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use zeroize::Zeroizing;
 
 use crate::core::public::{self, KeyFileAccess, KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
-use crate::{errors, guc};
+use crate::runtime::{errors, guc};
 
 /// What identifies one version of the file: another file, or the same one written or chmod-ed,
 /// differs in one of these.
@@ -84,7 +84,7 @@ thread_local! {
 /// Runs `f` on the server's keys, as of this transaction.
 ///
 /// # Errors
-/// The key file's problem (`crate::errors::key_file_unusable`), or an empty file (55000).
+/// The key file's problem (`crate::runtime::errors::key_file_unusable`), or an empty file (55000).
 pub fn with_ring<T>(f: impl FnOnce(&KeyRing) -> Result<T, ErrorReport>) -> Result<T, ErrorReport> {
     with_cached(|keys| match keys {
         Ok(ring) if ring.is_empty() => Err(errors::no_public_key()),

@@ -1,5 +1,5 @@
 //! Reading and renewing the reservation file (the durable high-water mark). The rules are in
-//! `crate::core::reservation`; the locking protocol is in `crate::shmem`.
+//! `crate::core::reservation`; the locking protocol is in `crate::runtime::shmem`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -10,8 +10,8 @@ use pgrx::PgLogLevel;
 
 use crate::core::layout::Layout;
 use crate::core::reservation::{self as rules, Refusal, Reservation, FAR_AHEAD_WARNING_MS, FILE_NAME, MAX_FILE_BYTES};
-use crate::shmem::{self, ReservationLock};
-use crate::{clock, errors, guc};
+use crate::runtime::shmem::{self, ReservationLock};
+use crate::runtime::{clock, errors, guc};
 
 /// What a (re)start finds in the data directory.
 pub enum Found {
@@ -128,14 +128,14 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
     }
-    crate::wal::log_reservation(until, now);
+    crate::runtime::wal::log_reservation(until, now);
     shmem::raise_generators(layout, until, now);
     lock.publish(until, now);
     lock.clear_refusal();
     Ok(())
 }
 
-/// A reservation replayed from the WAL (`crate::wal`): on a standby, in a crash recovery, or
+/// A reservation replayed from the WAL (`crate::runtime::wal`): on a standby, in a crash recovery, or
 /// while a backup is restored. Raises the generators to it, and when it is newer than the
 /// file's, writes the file, so that a promoted standby, or one restarted after its WAL was
 /// recycled, continues above every id the primary issued under it.
@@ -279,8 +279,8 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     let written_at = clock::real_now_unix_ms();
     let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
     if written.is_ok() {
-        // Into the WAL before any id under it is issued: standbys replay it (crate::wal).
-        crate::wal::log_reservation(target, written_at);
+        // Into the WAL before any id under it is issued: standbys replay it (crate::runtime::wal).
+        crate::runtime::wal::log_reservation(target, written_at);
         lock.publish(target, written_at);
     }
     drop(lock);

@@ -113,8 +113,8 @@ mod imp {
     unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         // SAFETY: called by the startup process with a decoded record of this manager.
         match unsafe { decode(record) } {
-            Ok((until, at)) => crate::reservation::replay(until, at),
-            Err((kind, len)) => crate::errors::unknown_wal_record(kind, len).report(pgrx::PgLogLevel::FATAL),
+            Ok((until, at)) => crate::runtime::reservation::replay(until, at),
+            Err((kind, len)) => crate::runtime::errors::unknown_wal_record(kind, len).report(pgrx::PgLogLevel::FATAL),
         }
     }
 

@@ -16,14 +16,14 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 /// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
-    let now = if tsc_available() && crate::guc::use_cycle_counter() {
+    let now = if tsc_available() && crate::runtime::guc::use_cycle_counter() {
         // SAFETY: see ProcessLocal: one thread, and Extrapolator::now calls nothing that re-enters.
         unsafe { (*EXTRAPOLATOR.0.get()).now(&mut Tsc) }
     } else {
         system_now_unix_ns()
     };
     // The fault-injection offset is 0 unless a test set it (snowflake_id.debug_clock_offset).
-    now.wrapping_add(crate::guc::debug_clock_offset_ns())
+    now.wrapping_add(crate::runtime::guc::debug_clock_offset_ns())
 }
 
 pub fn now_unix_ms() -> i64 {

@@ -194,7 +194,7 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
         .set_detail(format!("Its last representable instant is {}.", time::format_unix_ms(layout.last_unix_ms())))
         .set_hint("Move to a layout with more time bits or a later epoch on a new id range."),
         (MintError::TimeExhausted { .. }, Generator::Uuidv7) => uuidv7_time_out_of_range("system clock time"),
-        // crate::generate renews the reservation and mints again; this never reaches a user.
+        // crate::runtime::generate renews the reservation and mints again; this never reaches a user.
         (MintError::Unreserved { .. }, _) => {
             ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "snowflake_id reservation was not renewed", FUNC)
         }
@@ -672,8 +672,8 @@ pub fn no_encoding_key() -> ErrorReport {
 
 /// The key file cannot be used. Names the setting, never the path (a plain role sees this) or
 /// the file's contents.
-pub fn key_file_unusable(why: &crate::keys::Unusable) -> ErrorReport {
-    use crate::keys::Unusable;
+pub fn key_file_unusable(why: &crate::runtime::keys::Unusable) -> ErrorReport {
+    use crate::runtime::keys::Unusable;
     let (code, message, detail) = match why {
         Unusable::Missing => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

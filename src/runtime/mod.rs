@@ -1,0 +1,14 @@
+//! The PostgreSQL runtime: everything that talks to the server (settings, shared memory, files,
+//! the WAL, catalogs, connections) to run the rules of `crate::core`.
+
+pub mod clock;
+pub mod errors;
+pub mod fleet;
+pub mod generate;
+pub mod guc;
+pub mod keys;
+pub mod reservation;
+pub mod restricted;
+pub mod shmem;
+pub mod space;
+pub mod wal;
