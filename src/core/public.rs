@@ -141,6 +141,23 @@ pub fn key_file_access(uid: u32, euid: u32, mode: u32) -> KeyFileAccess {
     }
 }
 
+/// Why the server has no keys to use: what `crate::runtime::keys` found at the key file's path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyFileUnusable {
+    /// No file at the path.
+    Missing,
+    /// It cannot be opened or read: the error's text.
+    Io(String),
+    /// Not a regular file.
+    NotRegular,
+    /// Owned by neither the server's user nor root.
+    WrongOwner,
+    /// Readable (or writable) by others.
+    Exposed,
+    /// Its contents.
+    Invalid(KeyFileError),
+}
+
 /// Why a key file cannot be used. Never quotes the file: its lines hold secrets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyFileError {

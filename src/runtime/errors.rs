@@ -672,8 +672,8 @@ pub fn no_encoding_key() -> ErrorReport {
 
 /// The key file cannot be used. Names the setting, never the path (a plain role sees this) or
 /// the file's contents.
-pub fn key_file_unusable(why: &crate::runtime::keys::Unusable) -> ErrorReport {
-    use crate::runtime::keys::Unusable;
+pub fn key_file_unusable(why: &crate::core::public::KeyFileUnusable) -> ErrorReport {
+    use crate::core::public::KeyFileUnusable as Unusable;
     let (code, message, detail) = match why {
         Unusable::Missing => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -26,7 +26,7 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use zeroize::Zeroizing;
 
-use crate::core::public::{self, KeyFileAccess, KeyFileError, KeyRing, MAX_KEY_FILE_BYTES};
+use crate::core::public::{self, KeyFileAccess, KeyFileUnusable, KeyRing, MAX_KEY_FILE_BYTES};
 use crate::runtime::{errors, guc};
 
 /// What identifies one version of the file: another file, or the same one written or chmod-ed,
@@ -52,29 +52,12 @@ impl FileId {
     }
 }
 
-/// Why there are no keys to use.
-#[derive(Clone)]
-pub enum Unusable {
-    /// No file at the path.
-    Missing,
-    /// It cannot be opened or read: the error's text.
-    Io(String),
-    /// Not a regular file.
-    NotRegular,
-    /// Owned by neither the server's user nor root.
-    WrongOwner,
-    /// Readable (or writable) by others.
-    Exposed,
-    /// Its contents.
-    Invalid(KeyFileError),
-}
-
 struct Cached {
     /// The transaction (its start time) that last looked at the file.
     transaction: pg_sys::TimestampTz,
     path: String,
     file: Option<FileId>,
-    ring: Result<KeyRing, Unusable>,
+    ring: Result<KeyRing, KeyFileUnusable>,
 }
 
 thread_local! {
@@ -95,7 +78,7 @@ pub fn with_ring<T>(f: impl FnOnce(&KeyRing) -> Result<T, ErrorReport>) -> Resul
 
 /// Runs `f` on what the key file holds as of this transaction, looking at the file first if this
 /// transaction has not.
-fn with_cached<T>(f: impl FnOnce(&Result<KeyRing, Unusable>) -> T) -> T {
+fn with_cached<T>(f: impl FnOnce(&Result<KeyRing, KeyFileUnusable>) -> T) -> T {
     // SAFETY: reads the start time xact.c recorded for the running transaction. It changes with
     // every transaction, including each one a procedure starts with COMMIT, and parallel workers
     // get their leader's.
@@ -122,40 +105,40 @@ fn with_cached<T>(f: impl FnOnce(&Result<KeyRing, Unusable>) -> T) -> T {
 
 /// Reads and parses the key file. Follows links (a secret store mounts files through them),
 /// never blocks on something that is not a regular file, reads at most one byte past the limit.
-fn load(path: &str) -> (Option<FileId>, Result<KeyRing, Unusable>) {
+fn load(path: &str) -> (Option<FileId>, Result<KeyRing, KeyFileUnusable>) {
     let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (None, Err(Unusable::Missing)),
-        Err(e) => return (None, Err(Unusable::Io(e.to_string()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (None, Err(KeyFileUnusable::Missing)),
+        Err(e) => return (None, Err(KeyFileUnusable::Io(e.to_string()))),
     };
     let meta = match file.metadata() {
         Ok(m) => m,
-        Err(e) => return (None, Err(Unusable::Io(e.to_string()))),
+        Err(e) => return (None, Err(KeyFileUnusable::Io(e.to_string()))),
     };
     let id = Some(FileId::of(&meta));
     (id, check(&meta).and_then(|()| read(file)))
 }
 
 /// A regular file that [`public::key_file_access`] allows.
-fn check(meta: &std::fs::Metadata) -> Result<(), Unusable> {
+fn check(meta: &std::fs::Metadata) -> Result<(), KeyFileUnusable> {
     if !meta.is_file() {
-        return Err(Unusable::NotRegular);
+        return Err(KeyFileUnusable::NotRegular);
     }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
     match public::key_file_access(meta.uid(), me, meta.mode()) {
         KeyFileAccess::Allowed => Ok(()),
-        KeyFileAccess::Exposed => Err(Unusable::Exposed),
-        KeyFileAccess::WrongOwner => Err(Unusable::WrongOwner),
+        KeyFileAccess::Exposed => Err(KeyFileUnusable::Exposed),
+        KeyFileAccess::WrongOwner => Err(KeyFileUnusable::WrongOwner),
     }
 }
 
-fn read(file: File) -> Result<KeyRing, Unusable> {
+fn read(file: File) -> Result<KeyRing, KeyFileUnusable> {
     // Room for one byte past the limit up front, so the buffer never moves (and leaves no copy
     // of the keys behind); zeroed when dropped.
     let mut bytes = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES + 1));
-    file.take(MAX_KEY_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| Unusable::Io(e.to_string()))?;
-    KeyRing::parse(&bytes).map_err(Unusable::Invalid)
+    file.take(MAX_KEY_FILE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| KeyFileUnusable::Io(e.to_string()))?;
+    KeyRing::parse(&bytes).map_err(KeyFileUnusable::Invalid)
 }
 
 /// What `snowflake_public_keys()` shows of the keys: version, whether it encodes, fingerprint.
@@ -169,7 +152,7 @@ pub fn describe() -> Result<Vec<(i32, bool, String)>, ErrorReport> {
             let encoder = ring.encoder().map(|k| k.version());
             Ok(ring.keys().map(|k| (i32::from(k.version()), Some(k.version()) == encoder, k.fingerprint())).collect())
         }
-        Err(Unusable::Missing) => Ok(Vec::new()),
+        Err(KeyFileUnusable::Missing) => Ok(Vec::new()),
         Err(why) => Err(errors::key_file_unusable(why)),
     })
 }
