@@ -28,7 +28,7 @@ pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.3.0");
 #[pg_guard]
 #[allow(non_snake_case)]
 pub extern "C-unwind" fn _PG_init() {
-    runtime::clock::init();
+    runtime::sysclock::init();
     runtime::guc::init();
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {

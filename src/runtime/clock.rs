@@ -1,14 +1,16 @@
-//! The production clock: `CLOCK_REALTIME`, read through the CPU's cycle counter when that is
-//! safe (`crate::core::cycle_clock`), and an interruptible sleep for waits.
+//! The generators' clock: `CLOCK_REALTIME`, read through the CPU's cycle counter when that is
+//! safe (`crate::core::cycle_clock`) and `snowflake_id.clock_source` allows, shifted by
+//! `snowflake_id.debug_clock_offset`; and an interruptible sleep for waits. The operating
+//! system's own clocks, unshifted, are `crate::runtime::sysclock`.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::pg_sys;
 
 use crate::core::cycle_clock::{CycleSource, Extrapolator};
 use crate::core::monotonic::Clock;
-use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use crate::core::time::{NS_PER_MS, NS_PER_US};
+use crate::runtime::{guc, sysclock};
 
 /// Reads the generators' clock, plus `snowflake_id.debug_clock_offset`. Called once per id: with
 /// `snowflake_id.clock_source = auto` on a server whose kernel keeps time with the TSC, it is
@@ -16,57 +18,18 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 /// otherwise it is `clock_gettime(CLOCK_REALTIME)` (in the vDSO on Linux: no system call).
 #[inline]
 pub fn now_unix_ns() -> i64 {
-    let now = if tsc_available() && crate::runtime::guc::use_cycle_counter() {
+    let now = if sysclock::tsc_available() && guc::use_cycle_counter() {
         // SAFETY: see ProcessLocal: one thread, and Extrapolator::now calls nothing that re-enters.
         unsafe { (*EXTRAPOLATOR.0.get()).now(&mut Tsc) }
     } else {
-        system_now_unix_ns()
+        sysclock::now_unix_ns()
     };
     // The fault-injection offset is 0 unless a test set it (snowflake_id.debug_clock_offset).
-    now.wrapping_add(crate::runtime::guc::debug_clock_offset_ns())
+    now.wrapping_add(guc::debug_clock_offset_ns())
 }
 
 pub fn now_unix_ms() -> i64 {
     now_unix_ns().div_euclid(NS_PER_MS)
-}
-
-/// `CLOCK_REALTIME` in milliseconds, never shifted by `snowflake_id.debug_clock_offset`: for what
-/// the reservation file records.
-pub fn real_now_unix_ms() -> i64 {
-    system_now_unix_ns().div_euclid(NS_PER_MS)
-}
-
-/// `CLOCK_REALTIME` in microseconds, never shifted: what the fleet check compares across servers.
-pub fn real_unix_us() -> i64 {
-    system_now_unix_ns().div_euclid(NS_PER_US)
-}
-
-/// `clock_gettime(CLOCK_REALTIME)`, straight from libc.
-#[inline]
-fn system_now_unix_ns() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    // i64 nanoseconds last until 2262; the clock cannot read past that on a running server.
-    ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec)
-}
-
-/// Whether the kernel keeps time with the TSC (`current_clocksource` is `tsc`). Only then is the
-/// TSC known to be invariant and synchronised across CPUs: the kernel checked, and
-/// `clock_gettime` itself reads it. Decided once, at load, in the postmaster when preloaded.
-static KERNEL_USES_TSC: AtomicBool = AtomicBool::new(false);
-
-/// Looks at the kernel's clocksource. Call from `_PG_init`.
-pub fn init() {
-    let tsc = cfg!(target_arch = "x86_64")
-        && std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .is_ok_and(|s| s.trim() == "tsc");
-    KERNEL_USES_TSC.store(tsc, Ordering::Relaxed);
-}
-
-/// Whether `snowflake_id.clock_source = auto` reads the TSC on this server.
-pub fn tsc_available() -> bool {
-    KERNEL_USES_TSC.load(Ordering::Relaxed)
 }
 
 /// A value only this process uses. PostgreSQL runs a backend as a single thread; the value is
@@ -86,14 +49,15 @@ impl CycleSource for Tsc {
     #[inline]
     fn cycles(&mut self) -> u64 {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: RDTSC exists on every x86-64 CPU; init() enables this path only on x86-64.
+        // SAFETY: RDTSC exists on every x86-64 CPU; sysclock::init() enables this path only on
+        // x86-64.
         return unsafe { core::arch::x86_64::_rdtsc() };
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("the cycle counter is only used on x86-64")
     }
 
     fn real_unix_ns(&mut self) -> i64 {
-        system_now_unix_ns()
+        sysclock::now_unix_ns()
     }
 }
 
@@ -106,10 +70,7 @@ impl Clock for WallClock {
     }
 
     fn monotonic_ns(&mut self) -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        (ts.tv_sec as u64).wrapping_mul(NS_PER_SEC as u64).wrapping_add(ts.tv_nsec as u64)
+        sysclock::monotonic_ns()
     }
 
     /// Whole milliseconds wait on the process latch, as PostgreSQL's own waits do: a signal

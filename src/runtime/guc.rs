@@ -32,6 +32,7 @@ use crate::core::layout::{Layout, LayoutError, Widths};
 use crate::core::monotonic::ClockPolicy;
 use crate::core::shards::ShardSet;
 use crate::core::time;
+use crate::runtime::sysclock;
 
 const LAYOUT_NAME: &CStr = c"snowflake_id.layout";
 const EPOCH_NAME: &CStr = c"snowflake_id.epoch";
@@ -134,7 +135,7 @@ pub fn init() {
             // A clock before the epoch is the clock's fault as often as the epoch's: the server
             // starts, the readers work, and the generators refuse with 22008 until the clock
             // passes the epoch.
-            if let Err(e) = layout.check_epoch_not_in_future(crate::runtime::clock::now_unix_ms()) {
+            if let Err(e) = layout.check_epoch_not_in_future(sysclock::now_unix_ms()) {
                 crate::runtime::errors::epoch_in_future(&e).report(PgLogLevel::WARNING);
             }
             let _ = ACTIVE_LAYOUT.set(layout);
@@ -211,7 +212,7 @@ pub fn init() {
         GucContext::Internal,
         GucFlags::from_bits_retain(pg_sys::GUC_NOT_IN_SAMPLE as i32) | GucFlags::DISALLOW_IN_FILE,
     );
-    if crate::runtime::clock::tsc_available() {
+    if sysclock::tsc_available() {
         // SAFETY: sets an internal setting we just defined, as PostgreSQL does for its own
         // read-only status settings.
         unsafe {
@@ -505,7 +506,7 @@ unsafe extern "C-unwind" fn check_epoch(
         if starting() || ms == layout().epoch_unix_ms() {
             return Layout::new(Widths::DEFAULT, ms).map(|_| ());
         }
-        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(crate::runtime::clock::now_unix_ms())
+        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(sysclock::now_unix_ms())
     });
     match checked {
         Err(e) => check_failed(&e),

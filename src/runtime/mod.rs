@@ -11,4 +11,5 @@ pub mod reservation;
 pub mod restricted;
 pub mod shmem;
 pub mod space;
+pub mod sysclock;
 pub mod wal;
