@@ -33,7 +33,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a plain read of a flag PostgreSQL sets while processing shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         runtime::shmem::init();
-        runtime::wal::init();
+        runtime::wal::init(runtime::reservation::replay);
     }
 }
 

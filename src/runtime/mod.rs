@@ -8,6 +8,7 @@ pub mod generate;
 pub mod guc;
 pub mod keys;
 pub mod reservation;
+pub mod reservation_file;
 pub mod restricted;
 pub mod shmem;
 pub mod space;

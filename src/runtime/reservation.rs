@@ -1,68 +1,17 @@
-//! Reading and renewing the reservation file (the durable high-water mark). The rules are in
-//! `crate::core::reservation`; the locking protocol is in `crate::runtime::shmem`.
+//! The durable reservation (the high-water mark): renewing it, recovering generators that a start
+//! refused, and applying a reservation replayed from the WAL. The rules are in
+//! `crate::core::reservation`, the file's I/O in `crate::runtime::reservation_file`, and the
+//! locking protocol in `crate::runtime::shmem`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::io;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::PgLogLevel;
 
-use crate::core::layout::Layout;
-use crate::core::reservation::{self as rules, Refusal, Reservation, FAR_AHEAD_WARNING_MS, FILE_NAME, MAX_FILE_BYTES};
+use crate::core::reservation::{self as rules, Refusal, Reservation};
+use crate::runtime::reservation_file::{self, Found};
 use crate::runtime::shmem::{self, ReservationLock};
-use crate::runtime::{clock, errors, guc, sysclock};
-
-/// What a (re)start finds in the data directory.
-pub enum Found {
-    /// No file: a new data directory, or one whose file was removed on purpose.
-    Nothing,
-    /// A reservation to continue from.
-    Continue(Reservation),
-    /// A file the generators cannot continue from; they refuse until it is fixed.
-    Refuse(Refusal, String),
-}
-
-/// Reads the reservation left by the previous run. The working directory of every PostgreSQL
-/// process is the data directory, so the file name is relative to it. Never raises: it runs in
-/// the postmaster, where an error would stop the whole server. At most [`MAX_FILE_BYTES`] are
-/// read, whatever the file's size.
-pub fn load(layout: &Layout) -> Found {
-    if cfg!(feature = "sabotage-no-reservation") {
-        return Found::Nothing;
-    }
-    // Never through a link, and never blocking the postmaster on something that is not a file.
-    let opened = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(FILE_NAME);
-    let file = match opened {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Found::Nothing,
-        Err(e) => return Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}")),
-        Ok(f) => f,
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Found::Refuse(Refusal::Damaged, "it is not a regular file".to_owned());
-    }
-    let mut bytes = Vec::new();
-    if let Err(e) = file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
-        return Found::Refuse(Refusal::Unreadable, format!("it cannot be read: {e}"));
-    }
-    match rules::judge(&bytes, layout) {
-        Ok(r) => Found::Continue(r),
-        Err((refusal, why)) => Found::Refuse(refusal, why),
-    }
-}
-
-/// Says in the server log what a start found, when it deserves a line: a missing file, a
-/// reservation far ahead of the clock, or a file the generators cannot continue from.
-pub fn log_start(found: &Found, now_unix_ms: i64) {
-    match found {
-        Found::Nothing => errors::no_reservation_file().report(PgLogLevel::LOG),
-        Found::Continue(r) if r.reserved_until_unix_ms.saturating_sub(now_unix_ms) > FAR_AHEAD_WARNING_MS => {
-            errors::reservation_far_ahead(r.reserved_until_unix_ms, now_unix_ms).report(PgLogLevel::WARNING);
-        }
-        Found::Continue(_) => {}
-        Found::Refuse(refusal, why) => errors::generators_disabled(*refusal, why).report(PgLogLevel::WARNING),
-    }
-}
+use crate::runtime::{clock, errors, guc, sysclock, wal};
 
 /// The generators refuse because of the file. Re-reads it, under the lock: if it is usable
 /// now (repaired or replaced), starts every generator at its reservation and lets them mint
@@ -79,7 +28,7 @@ pub fn recover() -> Result<(), ErrorReport> {
     }
     let layout = guc::layout();
     let refused_for = shmem::refusal();
-    match load(layout) {
+    match reservation_file::load(layout) {
         Found::Refuse(refusal, why) => {
             drop(lock);
             Err(errors::generators_disabled(refusal, &why))
@@ -128,7 +77,7 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
     }
-    crate::runtime::wal::log_reservation(until, now);
+    wal::log_reservation(until, now);
     shmem::raise_generators(layout, until, now);
     lock.publish(until, now);
     lock.clear_refusal();
@@ -148,7 +97,6 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 /// A write failure stops recovery (FATAL): a restartpoint after this record would let its WAL go,
 /// and the reservation would then be held by no durable place. Started again, the server replays
 /// from its last restartpoint, before this record, and writes the file then.
-#[cfg_attr(feature = "pg14", allow(dead_code))] // PostgreSQL 14 has no custom WAL resource managers
 pub fn replay(until: i64, written_at: i64) {
     if cfg!(any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")) {
         return;
@@ -186,66 +134,13 @@ pub fn replay(until: i64, written_at: i64) {
     }
 }
 
-/// Puts the reservation on disk. Every file since 0.3.0 has two fixed-size slots
-/// ([`rules::SLOT_BYTES`]), so a renewal overwrites the older slot in place and costs one
-/// fdatasync: the startup process replays one per WAL record, and a long archive is replayed at
-/// the disk's fdatasync rate (`make bench-replay`). A write torn by a crash, or a base backup
-/// copying the file meanwhile, leaves the other slot whole.
-///
-/// A slot is overwritten only while the file is known durable: the first write of every run, and
-/// the first after any failed write, replaces the file whole (a new file, fsync, rename, fsync
-/// the directory). What the page cache shows after a failed fdatasync, or after a restart that
-/// followed one, may never have reached the disk, and the slot chosen from it could be the only
-/// durable one. Any other file (an older version's, not a regular file, or linked from
-/// elsewhere, as a hard-linked backup would be) is replaced too. Plain Rust I/O: no PostgreSQL
-/// allocation and no ereport while the lock is held.
+/// Puts the reservation on disk ([`reservation_file::write`]), overwriting a slot in place only
+/// while the file is known durable, and records whether it now is. The caller holds the
+/// reservation lock.
 fn write_durably(r: &Reservation) -> io::Result<()> {
-    let written = match shmem::file_durable().then(|| overwrite_in_place(r)).flatten() {
-        Some(written) => written,
-        None => replace_file(&r.to_file()),
-    };
+    let written = reservation_file::write(r, shmem::file_durable());
     shmem::set_file_durable(written.is_ok());
     written
-}
-
-/// `None` when the file is not one to overwrite.
-fn overwrite_in_place(r: &Reservation) -> Option<io::Result<()>> {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(FILE_NAME)
-        .ok()?;
-    let m = f.metadata().ok()?;
-    if !m.is_file() || m.nlink() != 1 || m.len() != rules::FILE_BYTES as u64 {
-        return None;
-    }
-    let mut bytes = [0u8; rules::FILE_BYTES];
-    f.read_exact_at(&mut bytes, 0).ok()?;
-    let (slot, sequence) = rules::next_slot(&bytes)?;
-    Some(f.write_all_at(&r.to_slot(sequence), (slot * rules::SLOT_BYTES) as u64).and_then(|()| f.sync_data()))
-}
-
-/// A new temporary file (never through a link, never over an existing file, readable by the
-/// server's user only), fsync, rename over the old one, fsync the directory.
-fn replace_file(bytes: &[u8]) -> io::Result<()> {
-    let tmp = format!("{FILE_NAME}.tmp");
-    let create =
-        || OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp);
-    let mut f = match create() {
-        // Left by a crash during an earlier write (we hold the lock: no one else is writing).
-        // remove_file removes a link itself, never what it points to.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            fs::remove_file(&tmp)?;
-            create()?
-        }
-        other => other?,
-    };
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, FILE_NAME)?;
-    File::open(".")?.sync_all()
 }
 
 /// Makes sure an id starting at `word_unix_ms` may be issued, renewing the reservation if it is
@@ -280,7 +175,7 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
     if written.is_ok() {
         // Into the WAL before any id under it is issued: standbys replay it (crate::runtime::wal).
-        crate::runtime::wal::log_reservation(target, written_at);
+        wal::log_reservation(target, written_at);
         lock.publish(target, written_at);
     }
     drop(lock);

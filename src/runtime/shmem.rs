@@ -132,7 +132,8 @@ use pgrx::prelude::*;
 use crate::core::monotonic::{State, Timeline};
 use crate::core::reservation::Refusal;
 use crate::core::uuidv7;
-use crate::runtime::{guc, reservation};
+use crate::runtime::reservation_file::{self, Found};
+use crate::runtime::{clock, guc};
 
 const TRANCHE: &std::ffi::CStr = c"snowflake_id";
 
@@ -290,12 +291,12 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let shard_count = layout.shard_count();
         // Read the reservation before taking the lock. Whatever the file holds, the server
         // starts: a file the generators cannot continue from disables them, with a WARNING.
-        let found = reservation::load(layout);
-        reservation::log_start(&found, crate::runtime::clock::now_unix_ms());
+        let found = reservation_file::load(layout);
+        reservation_file::log_start(&found, clock::now_unix_ms());
         let (reserved, written_at, refusal) = match &found {
-            reservation::Found::Nothing => (0, 0, 0),
-            reservation::Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),
-            reservation::Found::Refuse(why, _) => (i64::MIN, 0, *why as u32),
+            Found::Nothing => (0, 0, 0),
+            Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),
+            Found::Refuse(why, _) => (i64::MIN, 0, *why as u32),
         };
         // Our own named tranche's lock, which PostgreSQL has set up before this hook runs, guards
         // the first initialisation (as AddinShmemInitLock does for pg_stat_statements, whose

@@ -30,11 +30,19 @@
 //! PostgreSQL 14 has no custom resource managers: there, a promoted standby starts from its own
 //! clock and reservation file (see the README).
 
+/// What replaying a reservation record does: `crate::runtime::reservation::replay`, given to
+/// `init`. A function passed in rather than called by name, because the reservation writes its
+/// records through this module, which therefore sits below it.
+pub type Replay = fn(until_unix_ms: i64, written_at_unix_ms: i64);
+
 #[cfg(not(feature = "pg14"))]
 mod imp {
+    use std::sync::OnceLock;
+
     use pgrx::pg_sys;
     use pgrx::prelude::*;
 
+    use super::Replay;
     use crate::core::time;
 
     /// Custom resource manager ids are 128–255; 128 is for experiments.
@@ -43,9 +51,14 @@ mod imp {
     const XLOG_RESERVATION: u8 = 0x10;
     const RECORD_LEN: usize = 16;
 
-    /// Registers the resource manager. Call from `_PG_init` while `shared_preload_libraries`
-    /// is processed, which PostgreSQL requires.
-    pub fn init() {
+    /// Set once, by `init`, before the resource manager is registered: every process that replays
+    /// (the startup process, forked from the postmaster) inherits it.
+    static REPLAY: OnceLock<Replay> = OnceLock::new();
+
+    /// Registers the resource manager, whose redo calls `replay`. Call from `_PG_init` while
+    /// `shared_preload_libraries` is processed, which PostgreSQL requires.
+    pub fn init(replay: Replay) {
+        let _ = REPLAY.set(replay);
         let rmgr = pg_sys::RmgrData {
             rm_name: c"snowflake_id".as_ptr(),
             rm_redo: Some(redo),
@@ -113,7 +126,10 @@ mod imp {
     unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         // SAFETY: called by the startup process with a decoded record of this manager.
         match unsafe { decode(record) } {
-            Ok((until, at)) => crate::runtime::reservation::replay(until, at),
+            Ok((until, at)) => match REPLAY.get() {
+                Some(replay) => replay(until, at),
+                None => unreachable!("init sets the replay before it registers the resource manager"),
+            },
             Err((kind, len)) => crate::runtime::errors::unknown_wal_record(kind, len).report(pgrx::PgLogLevel::FATAL),
         }
     }
@@ -171,7 +187,7 @@ mod imp {
 
 #[cfg(feature = "pg14")]
 mod imp {
-    pub fn init() {}
+    pub fn init(_replay: super::Replay) {}
     pub fn log_reservation(_until_unix_ms: i64, _written_at_unix_ms: i64) {}
 }
 
