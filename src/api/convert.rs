@@ -398,7 +398,7 @@ fn snowflake_unconvert(
     let (c, _) = locked_column(tbl, &col, dry_run, convert::check_unconvert)?;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
-    let reserved = crate::api::snowflake::max_id_before_reservation()?;
+    let reserved = crate::runtime::snowflake::max_id_before_reservation()?;
     let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved).saturating_add(1);
     let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
     run(plan, dry_run)

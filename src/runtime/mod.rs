@@ -11,6 +11,7 @@ pub mod reservation;
 pub mod reservation_file;
 pub mod restricted;
 pub mod shmem;
+pub mod snowflake;
 pub mod space;
 pub mod sysclock;
 pub mod wal;
