@@ -23,42 +23,15 @@
 //! mode; so a query that mints runs without parallel workers. The readers are IMMUTABLE, STRICT
 //! and PARALLEL SAFE: a UUIDv7 counts Unix milliseconds, which no setting changes.
 
-use std::cell::RefCell;
-
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::rng::TailRng;
 use crate::core::time::{self, NS_PER_US};
 use crate::core::uuidv7;
-use crate::runtime::errors::{self, Generator};
-use crate::runtime::{generate, guc, shmem};
-
-thread_local! {
-    /// This backend's random stream. PostgreSQL backends are single-threaded; thread-local
-    /// storage is just a safe home for per-process state.
-    static TAIL_RNG: RefCell<TailRng> = const { RefCell::new(TailRng::new()) };
-}
-
-fn os_seed() -> Result<[u8; 32], getrandom::Error> {
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed)?;
-    Ok(seed)
-}
-
-/// The next word of the server-wide UUIDv7 state.
-fn mint_word() -> u64 {
-    let slot = shmem::uuidv7_slot().unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
-    generate::mint(slot, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy(), Generator::Uuidv7)
-}
+use crate::runtime::{errors, uuidv7 as generator};
 
 fn encode(word: u64) -> pgrx::Uuid {
-    // SAFETY: a plain read of this process's pid, set by PostgreSQL at process start.
-    let pid = unsafe { pg_sys::MyProcPid };
-    let tail = TAIL_RNG
-        .with_borrow_mut(|rng| rng.next_u62(pid, os_seed))
-        .unwrap_or_else(|e| errors::raise(errors::no_entropy(e)));
-    pgrx::Uuid::from_bytes(uuidv7::encode(word, tail))
+    pgrx::Uuid::from_bytes(generator::encode(word))
 }
 
 /// The word moved by `shift`, with PostgreSQL's calendar arithmetic (`timestamptz + interval`),
@@ -82,14 +55,14 @@ fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
 /// A new UUIDv7, greater than every UUIDv7 this server generated before.
 #[pg_extern(volatile, parallel_unsafe)]
 fn uuidv7_next() -> pgrx::Uuid {
-    encode(mint_word())
+    encode(generator::next_word())
 }
 
 /// A new UUIDv7 whose time is moved by `shift` (PostgreSQL 18's `uuidv7(interval)`). Shifted
 /// values are unique, but sort by their shifted time, not in generation order.
 #[pg_extern(volatile, parallel_unsafe, name = "uuidv7_next")]
 fn uuidv7_next_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
-    Ok(encode(shifted(mint_word(), shift)?))
+    Ok(encode(shifted(generator::next_word(), shift)?))
 }
 
 /// PostgreSQL 18's `uuidv7()`, as `uuidv7_next()`: monotonic across every backend.

@@ -14,4 +14,5 @@ pub mod shmem;
 pub mod snowflake;
 pub mod space;
 pub mod sysclock;
+pub mod uuidv7;
 pub mod wal;
