@@ -2,6 +2,7 @@
 //! the WAL, catalogs, connections) to run the rules of `crate::core`.
 
 pub mod clock;
+pub mod convert;
 pub mod errors;
 pub mod fleet;
 pub mod generate;

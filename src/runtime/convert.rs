@@ -1,0 +1,377 @@
+//! Converting existing key columns: the catalog reads, the table's lock, the stored ids' maximum
+//! (read as the table's owner) and running the plan. The rules, and the plan itself, are
+//! `crate::core::convert`; the SQL functions and their order of work are described in
+//! `crate::api::convert`.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
+use crate::runtime::{errors, restricted, snowflake};
+
+/// Switches `tbl`.`col` to `DEFAULT snowflake_next()` (`snowflake_convert`), keeping the ids it
+/// holds: the checks, the table's lock, an id minted to compare with, the stored ids' maximum, and
+/// the plan. Returns the DDL it ran (or, with `dry_run`, would run); nothing for a column that is
+/// converted already.
+///
+/// # Errors
+/// The refusals of [`convert::check_convert`] and [`convert::convert`], and what the catalog
+/// reads, the lock and the statements raise.
+pub fn convert_column(
+    tbl: pg_sys::Oid,
+    col: &str,
+    drop_sequence: bool,
+    dry_run: bool,
+) -> Result<Vec<String>, ErrorReport> {
+    let (c, schema) = locked_column(tbl, col, dry_run, convert::check_convert)?;
+    if c.source == Source::Converted {
+        return Ok(Vec::new());
+    }
+    // An id minted now: the server can mint (or this refuses before any DDL), and every stored id
+    // must lie below it. (Minted directly rather than through SPI, so that its refusal reaches the
+    // caller as is.)
+    let first_id = snowflake::next_owned_id();
+    let generator = format!("{schema}.snowflake_next()");
+    let max_id = stored_max(tbl, &c)?;
+    let plan = convert::convert(&c, &generator, drop_sequence, max_id, first_id)
+        .map_err(|e| errors::convert_refused(&e, &c))?;
+    run(plan, dry_run)
+}
+
+/// Gives a converted column back an identity that starts above every id it holds and every id
+/// this server's generators may have handed out (`snowflake_unconvert`). Returns the DDL it ran
+/// (or, with `dry_run`, would run).
+///
+/// # Errors
+/// The refusals of [`convert::check_unconvert`] and [`convert::unconvert`], and what the catalog
+/// reads, the lock and the statements raise.
+pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
+    let (c, _) = locked_column(tbl, col, dry_run, convert::check_unconvert)?;
+    // Above the largest stored id, and above every id the reservation covers (ids handed out by
+    // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
+    let reserved = snowflake::max_id_before_reservation()?;
+    let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved).saturating_add(1);
+    let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
+    run(plan, dry_run)
+}
+
+/// What a read of the facts is for, which decides how an identity's sequence is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// The checks before a real conversion locks the table: the sequence's last value is not
+    /// read, so this session takes no lock on the sequence that a concurrent conversion of the
+    /// same table (which drops it while holding the table's lock) would wait for.
+    Check,
+    /// A dry run: the last value is read (`ACCESS SHARE` on the sequence, as any reader of it).
+    Plan,
+    /// Under the table's lock: the sequence is locked against `nextval` before it is read.
+    Locked,
+}
+
+/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted.
+fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), ErrorReport> {
+    Spi::connect(|client| {
+        let t = client.select(
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(a.attname),
+                    quote_ident(pg_get_userbyid(c.relowner)), c.relkind IN ('r', 'p'), pg_has_role(c.relowner, 'USAGE'),
+                    format_type(a.atttypid, a.atttypmod), a.attgenerated <> '', a.attnotnull, a.attidentity::text,
+                    pg_get_expr(ad.adbin, ad.adrelid),
+                    -- an identity's sequence
+                    (SELECT d.objid FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+                     WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+                       AND d.refobjid = c.oid AND d.refobjsubid = a.attnum AND d.deptype = 'i'),
+                    -- the sequence of a default that is exactly nextval() of it
+                    (SELECT s.oid FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
+                     WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass
+                       AND d.deptype = 'n'
+                       AND pg_get_expr(ad.adbin, ad.adrelid) = format('nextval(%L::regclass)', s.oid::regclass)),
+                    -- whether the default calls a function of this extension
+                    EXISTS (SELECT 1 FROM pg_depend d
+                            JOIN pg_depend x ON x.classid = 'pg_proc'::regclass AND x.objid = d.refobjid AND x.deptype = 'e'
+                            JOIN pg_extension e ON e.oid = x.refobjid AND e.extname = 'snowflake_id'
+                            WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_proc'::regclass),
+                    (SELECT quote_ident(en.nspname) FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace
+                     WHERE e.extname = 'snowflake_id'),
+                    -- how pg_get_expr names the extension's functions: qualified, but for pg_catalog
+                    (SELECT CASE WHEN en.nspname = 'pg_catalog' THEN '' ELSE quote_ident(en.nspname) || '.' END
+                     FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace WHERE e.extname = 'snowflake_id'),
+                    c.relkind = 'p' OR c.relispartition
+                      OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid),
+                    a.attnum, has_schema_privilege(c.relnamespace, 'CREATE')
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND a.attnum > 0 AND NOT a.attisdropped
+             LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+             WHERE c.oid = $1",
+            Some(1),
+            &[tbl.into(), col.into()],
+        )?;
+        if t.is_empty() {
+            let table_exists = client
+                .select("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = $1)", Some(1), &[tbl.into()])?
+                .first()
+                .get_one::<bool>()?;
+            return Ok(Err(if table_exists == Some(true) { errors::no_such_column(col) } else { errors::no_such_table() }));
+        }
+        let r = t.first();
+        let text = |i| r.get::<String>(i).map(Option::unwrap_or_default);
+        let flag = |i| r.get::<bool>(i).map(|b| b == Some(true));
+        let table = text(1)?;
+        let identity = text(9)?;
+        let default = r.get::<String>(10)?;
+        let schema = text(14)?;
+        let prefix = text(15)?;
+        let attnum = r.get::<i16>(17)?.unwrap_or(0);
+        let source = if identity == "a" || identity == "d" {
+            match r.get::<pg_sys::Oid>(11)? {
+                Some(seq) => Source::Identity {
+                    always: identity == "a",
+                    sequence: sequence(client, seq, read)?,
+                    used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
+                },
+                // A partition's identity, whose sequence belongs to the partitioned table.
+                None => Source::Other("the identity of the table it is a partition of".into()),
+            }
+        } else if flag(13)? && default.as_deref().is_some_and(|d| convert::is_generator_call(d, &prefix)) {
+            Source::Converted
+        } else if let Some(seq) = r.get::<pg_sys::Oid>(12)? {
+            Source::Sequence {
+                sequence: qualified(client, seq)?,
+                owned: owned_by(client, seq, tbl, attnum)?,
+                used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
+            }
+        } else {
+            default.clone().map_or(Source::Nothing, Source::Other)
+        };
+        let c = Column {
+            table,
+            column: text(2)?,
+            owner: text(3)?,
+            is_table: flag(4)?,
+            may_alter: flag(5)?,
+            type_name: text(6)?,
+            generated: flag(7)?,
+            not_null: flag(8)?,
+            in_hierarchy: flag(16)?,
+            may_create: flag(18)?,
+            descendants: descendants(client, tbl, col, default, !identity.is_empty(), &prefix)?,
+            source,
+        };
+        Ok(Ok((c, schema)))
+    })
+    .map_err(errors::catalog_query)?
+}
+
+type Client<'a> = pgrx::spi::SpiClient<'a>;
+
+/// The table `$1` and its partitions and inheritance children at every level, as `family(rel)`:
+/// the tables `SET DEFAULT` and `LOCK TABLE` recurse to.
+const FAMILY: &str = "WITH RECURSIVE family(rel) AS (
+    SELECT $1::oid UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)";
+
+fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi::SpiError> {
+    client
+        .select(
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            Some(1),
+            &[rel.into()],
+        )?
+        .first()
+        .get_one::<String>()
+        .map(Option::unwrap_or_default)
+}
+
+/// An identity's sequence: its step, cache, start, last value (unless `read` is [`Read::Check`],
+/// and when the caller may read it) and grants. Under [`Read::Locked`] it is first locked against
+/// `nextval` (which takes ROW EXCLUSIVE) until the end of the transaction, so that no value is
+/// handed out between reading the last one and dropping it. The last value is read from the
+/// sequence itself (`ACCESS SHARE`), not with `pg_sequence_last_value()`, which takes ROW
+/// EXCLUSIVE: the on-disk value covers what other sessions hold in their caches.
+fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequence, pgrx::spi::SpiError> {
+    if read == Read::Locked {
+        // SAFETY: a lock on a relation's OID, released at the end of the transaction.
+        unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE) };
+    }
+    let t = client.select(
+        "SELECT s.seqincrement, s.seqcache, s.seqstart, has_sequence_privilege(s.seqrelid, 'SELECT')
+         FROM pg_sequence s WHERE s.seqrelid = $1",
+        Some(1),
+        &[seq.into()],
+    )?;
+    let r = t.first();
+    let (increment, cache, start, readable) = (
+        r.get::<i64>(1)?.unwrap_or(1),
+        r.get::<i64>(2)?.unwrap_or(1),
+        r.get::<i64>(3)?.unwrap_or(1),
+        r.get::<bool>(4)?,
+    );
+    let name = qualified(client, seq)?;
+    let last_value = if read != Read::Check && readable == Some(true) {
+        client
+            .select(&format!("SELECT CASE WHEN is_called THEN last_value END FROM {name}"), Some(1), &[])?
+            .first()
+            .get_one::<i64>()?
+    } else {
+        None
+    };
+    let grants = client
+        .select(
+            "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+                    g.is_grantable
+             FROM pg_class c, aclexplode(c.relacl) g
+             WHERE c.oid = $1 AND g.grantee <> c.relowner ORDER BY 2, 1",
+            None,
+            &[seq.into()],
+        )?
+        .map(|r| {
+            Ok(Grant {
+                privilege: r.get::<String>(1)?.unwrap_or_default(),
+                grantee: r.get::<String>(2)?.unwrap_or_default(),
+                grant_option: r.get::<bool>(3)? == Some(true),
+            })
+        })
+        .collect::<Result<_, pgrx::spi::SpiError>>()?;
+    Ok(Sequence { name, last_value, start, increment, cache, grants })
+}
+
+/// The table's partitions and inheritance children at every level, with what a conversion needs
+/// to know of each. `default` is the table's own default for the column (as `pg_get_expr` prints
+/// it) and `identity` whether the column is an identity: a descendant's default that is neither
+/// the same nor this extension's generator, or an identity the table does not have, is reported.
+fn descendants(
+    client: &Client<'_>,
+    tbl: pg_sys::Oid,
+    col: &str,
+    default: Option<String>,
+    identity: bool,
+    prefix: &str,
+) -> Result<Vec<Descendant>, pgrx::spi::SpiError> {
+    client
+        .select(
+            &format!(
+                "{FAMILY}
+                 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f', pg_has_role(c.relowner, 'USAGE'),
+                        CASE WHEN a.attidentity <> '' AND NOT $4 THEN 'GENERATED AS IDENTITY'
+                             WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin, ad.adrelid) END
+                 FROM family f
+                 JOIN pg_class c ON c.oid = f.rel AND c.oid <> $1
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND NOT a.attisdropped
+                 LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+                 ORDER BY 1"
+            ),
+            None,
+            &[tbl.into(), col.into(), default.into(), identity.into()],
+        )?
+        .map(|r| {
+            Ok(Descendant {
+                table: r.get::<String>(1)?.unwrap_or_default(),
+                foreign: r.get::<bool>(2)? == Some(true),
+                may_alter: r.get::<bool>(3)? == Some(true),
+                other_default: r.get::<String>(4)?.filter(|d| !convert::is_generator_call(d, prefix)),
+            })
+        })
+        .collect()
+}
+
+/// Whether the sequence is `OWNED BY` the column (a serial's is).
+fn owned_by(client: &Client<'_>, seq: pg_sys::Oid, tbl: pg_sys::Oid, attnum: i16) -> Result<bool, pgrx::spi::SpiError> {
+    client
+        .select(
+            "SELECT EXISTS (SELECT 1 FROM pg_depend d
+                            WHERE d.classid = 'pg_class'::regclass AND d.objid = $1 AND d.refclassid = 'pg_class'::regclass
+                              AND d.refobjid = $2 AND d.refobjsubid = $3 AND d.deptype = 'a')",
+            Some(1),
+            &[seq.into(), tbl.into(), i32::from(attnum).into()],
+        )?
+        .first()
+        .get_one::<bool>()
+        .map(|b| b == Some(true))
+}
+
+/// Whether anything but this column's default, in the table and the tables that inherit it or
+/// are its partitions (`SET DEFAULT` changes theirs too), depends on the sequence: another
+/// table's default, a view, a function's SQL body.
+fn used_elsewhere(
+    client: &Client<'_>,
+    seq: pg_sys::Oid,
+    tbl: pg_sys::Oid,
+    col: &str,
+) -> Result<bool, pgrx::spi::SpiError> {
+    client
+        .select(
+            &format!(
+                "{FAMILY}
+                 SELECT EXISTS (
+                   SELECT 1 FROM pg_depend d
+                   WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = $2 AND d.deptype = 'n'
+                     AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                       SELECT ad.oid FROM family f
+                       JOIN pg_attribute a ON a.attrelid = f.rel AND a.attname = $3::name
+                       JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum)))"
+            ),
+            Some(1),
+            &[tbl.into(), seq.into(), col.into()],
+        )?
+        .first()
+        .get_one::<bool>()
+        .map(|b| b != Some(false))
+}
+
+/// Reads the facts, checks them with `check`, and unless `dry_run` locks the table and reads them
+/// again under the lock (another session may have changed the table while this one waited).
+fn locked_column(
+    tbl: pg_sys::Oid,
+    col: &str,
+    dry_run: bool,
+    check: fn(&Column) -> Result<(), convert::ConvertError>,
+) -> Result<(Column, String), ErrorReport> {
+    let (c, schema) = column(tbl, col, if dry_run { Read::Plan } else { Read::Check })?;
+    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+    if dry_run {
+        return Ok((c, schema));
+    }
+    // SAFETY: a read of the transaction's isolation level, a lock on the table's OID (so that a
+    // rename while this waits cannot swap the table), and the transaction id the DDL needs anyway:
+    // with one, pgrx runs every SPI query from here on read-write, each with a new snapshot, so
+    // the reads below see everything committed before the lock was granted. (At wal_level
+    // replica or logical, taking ACCESS EXCLUSIVE assigns the id already, to log the lock for
+    // standbys; at minimal only this call does.)
+    unsafe {
+        if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
+            return Err(errors::convert_needs_read_committed(&c.table));
+        }
+        pg_sys::LockRelationOid(tbl, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
+        let _ = pg_sys::GetCurrentTransactionId();
+    }
+    let (c, schema) = column(tbl, col, Read::Locked)?;
+    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+    // Its partitions and children too, before their ids are read (the name is the locked table's).
+    Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
+    Ok((c, schema))
+}
+
+/// A one-value query, read-only until the transaction has a transaction id (a dry run takes none).
+fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
+    Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
+}
+
+/// The largest id the column holds, read as the table's owner under a security-restricted
+/// operation (`crate::runtime::restricted`): planning and running `max()` evaluates the owner's index
+/// expressions and may call the owner's functions, which must never run with the caller's rights.
+fn stored_max(tbl: pg_sys::Oid, c: &Column) -> Result<Option<i64>, ErrorReport> {
+    let owner = Spi::get_one_with_args::<pg_sys::Oid>("SELECT relowner FROM pg_class WHERE oid = $1", &[tbl.into()])
+        .map_err(errors::catalog_query)?
+        .ok_or_else(errors::no_such_table)?;
+    restricted::as_table_owner(owner, || one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table)))
+}
+
+/// Runs the plan, unless `dry_run`; returns it either way.
+fn run(plan: Vec<String>, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
+    if !dry_run {
+        for stmt in &plan {
+            Spi::run(stmt).map_err(errors::catalog_query)?;
+        }
+    }
+    Ok(plan)
+}
