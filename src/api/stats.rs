@@ -14,7 +14,7 @@ use crate::core::reservation::FILE_NAME;
 use crate::core::time::NS_PER_MS;
 use crate::core::uuidv7;
 use crate::runtime::shmem::{self, Slot};
-use crate::runtime::{errors, guc};
+use crate::runtime::{errors, guc, reservation};
 
 type StatsRow = (String, Option<i32>, i64, Option<TimestampWithTimeZone>, i64, i64, i64, f64, i64, i64, i64);
 
@@ -84,25 +84,7 @@ fn snowflake_id_stats() -> Result<
 /// Zeroes the statistics (not the generators' state). Superuser only (see the REVOKE below).
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_id_stats_reset() -> Result<(), ErrorReport> {
-    let uuid = shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
-    let shards = shmem::shard_slots().map_err(|_| errors::not_preloaded())?;
-    let tl = Timeline::of(guc::layout());
-    let slots = std::iter::once((uuid, &uuidv7::TIMELINE)).chain(shards.map(|(_, s)| (s, &tl)));
-    for (slot, tl) in slots {
-        slot.reset_issued(tl);
-        for c in [
-            &slot.ahead_ticks,
-            &slot.max_lead_ms,
-            &slot.waits,
-            &slot.wait_ns,
-            &slot.backsteps,
-            &slot.max_backstep_ms,
-            &slot.errors,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
-    Ok(())
+    shmem::reset_statistics(guc::layout()).map_err(|_| errors::not_preloaded())
 }
 
 /// The durable reservation: every id issued so far carries an earlier time.
@@ -143,10 +125,6 @@ GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
     requires = [snowflake_id_stats, snowflake_id_stats_reset, snowflake_id_reservation]
 );
 
-/// How far ahead of the clock `snowflake_id_advance` may move the generators: enough for any
-/// clock skew between a primary and its standby, small enough that a typo is not permanent.
-const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
-
 /// Moves every generator, and the durable reservation, so that the next id of each is at or
 /// after `ts`. For a promoted standby, which does not have the old primary's reservation file.
 /// Generators only move forward; a `ts` in the past changes nothing. Superuser only.
@@ -154,30 +132,7 @@ const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
 /// VOLATILE (it changes shared state) and PARALLEL UNSAFE (it writes the reservation file).
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
-    // SAFETY: plain queries of the transaction and startup state.
-    let (on_standby, read_only) = unsafe { (pg_sys::RecoveryInProgress(), pg_sys::XactReadOnly) };
-    if on_standby || read_only {
-        return Err(errors::advance_read_only(on_standby));
-    }
-    let until = super::unix_ms(ts)?;
-    let layout = guc::layout();
-    if until > layout.last_unix_ms() {
-        return Err(errors::advance_too_far(until, "past the end of the snowflake layout"));
-    }
-    if until > crate::runtime::clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
-        return Err(errors::advance_too_far(until, "more than an hour ahead of the clock"));
-    }
-    shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
-    // Generators refused because of a damaged file: the caller's point in time is what the file
-    // would have said, so it replaces the file (never one from another layout).
-    crate::runtime::reservation::replace_unusable(until)?;
-    // The reservation first: no generator may stand past a reservation that is not on disk.
-    crate::runtime::reservation::renew(until, true)?;
-    // The caller asserts the clock has reached `until` (on the old primary): a clock reading
-    // behind it stepped back, and waits only as long as max_rewind_wait allows.
-    shmem::raise_generators(layout, until, until);
-    let (reserved, _, _) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
-    super::timestamptz_from_ms(reserved)
+    super::timestamptz_from_ms(reservation::advance(super::unix_ms(ts)?)?)
 }
 
 extension_sql!(

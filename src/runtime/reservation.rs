@@ -6,7 +6,7 @@
 use std::io;
 
 use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::PgLogLevel;
+use pgrx::{pg_sys, PgLogLevel};
 
 use crate::core::reservation::{self as rules, Refusal, Reservation};
 use crate::runtime::reservation_file::{self, Found};
@@ -132,6 +132,41 @@ pub fn replay(until: i64, written_at: i64) {
                 .report(PgLogLevel::FATAL);
         }
     }
+}
+
+/// How far ahead of the clock `snowflake_id_advance` may move the generators: enough for any
+/// clock skew between a primary and its standby, small enough that a typo is not permanent.
+const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
+
+/// `snowflake_id_advance(until)`: moves every generator, and the durable reservation, so that the
+/// next id of each is at or after `until` (Unix ms); returns the reservation then in force.
+///
+/// # Errors
+/// On a standby or in a read-only transaction; for a time past the layout's end or more than an
+/// hour ahead of the clock; without the preload; and the reservation's own errors.
+pub fn advance(until: i64) -> Result<i64, ErrorReport> {
+    // SAFETY: plain queries of the transaction and startup state.
+    let (on_standby, read_only) = unsafe { (pg_sys::RecoveryInProgress(), pg_sys::XactReadOnly) };
+    if on_standby || read_only {
+        return Err(errors::advance_read_only(on_standby));
+    }
+    let layout = guc::layout();
+    if until > layout.last_unix_ms() {
+        return Err(errors::advance_too_far(until, "past the end of the snowflake layout"));
+    }
+    if until > clock::now_unix_ms() + MAX_ADVANCE_AHEAD_MS {
+        return Err(errors::advance_too_far(until, "more than an hour ahead of the clock"));
+    }
+    shmem::uuidv7_slot().map_err(|_| errors::not_preloaded())?;
+    // Generators refused because of a damaged file: the caller's point in time is what the file
+    // would have said, so it replaces the file (never one from another layout).
+    replace_unusable(until)?;
+    // The reservation first: no generator may stand past a reservation that is not on disk.
+    renew(until, true)?;
+    // The caller asserts the clock has reached `until` (on the old primary): a clock reading
+    // behind it stepped back, and waits only as long as max_rewind_wait allows.
+    shmem::raise_generators(layout, until, until);
+    shmem::reservation_stats().map(|(reserved, _, _)| reserved).map_err(|_| errors::not_preloaded())
 }
 
 /// Puts the reservation on disk ([`reservation_file::write`]), overwriting a slot in place only

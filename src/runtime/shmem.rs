@@ -129,6 +129,7 @@ use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::core::layout::Layout;
 use crate::core::monotonic::{State, Timeline};
 use crate::core::reservation::Refusal;
 use crate::core::uuidv7;
@@ -207,10 +208,22 @@ impl Slot {
         tl.count().issued(base, self.state.next_free.load(Ordering::Acquire))
     }
 
-    /// Starts counting issued ids from zero again. A reset that races a call entering a new tick
-    /// can miss or double that call's add: the count is then off by less than one tick's ids.
-    pub fn reset_issued(&self, tl: &Timeline) {
+    /// Starts every statistic from zero again, the issued count included; the state word is left
+    /// as it is. A reset that races a call entering a new tick can miss or double that call's add:
+    /// the count is then off by less than one tick's ids.
+    fn reset_statistics(&self, tl: &Timeline) {
         self.issued_base.store(tl.count().base_at(self.state.next_free.load(Ordering::Acquire)), Ordering::Relaxed);
+        for c in [
+            &self.ahead_ticks,
+            &self.max_lead_ms,
+            &self.waits,
+            &self.wait_ns,
+            &self.backsteps,
+            &self.max_backstep_ms,
+            &self.errors,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Raises the generator to at least `word` without issuing anything, as if the clock had
@@ -418,7 +431,7 @@ pub fn set_file_durable(durable: bool) {
 /// Raises every generator so that its next id lies at or after `until`, as if the clock had been
 /// seen at `seen_unix_ms`: for generators refused at start that may mint again (with the file's
 /// reservation and write time), and for `snowflake_id_advance` (with its point in time for both).
-pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_unix_ms: i64) {
+pub fn raise_generators(layout: &Layout, until: i64, seen_unix_ms: i64) {
     let Ok(seg) = segment() else { return };
     let raise =
         |slot: &Slot, tl: &Timeline| slot.raise_to(tl.first_word_at(until), tl.tick_of_unix_ms(seen_unix_ms), tl);
@@ -427,6 +440,20 @@ pub fn raise_generators(layout: &crate::core::layout::Layout, until: i64, seen_u
     for s in 0..seg.header().shard_count as usize {
         raise(seg.slot(1 + s), &tl);
     }
+}
+
+/// Zeroes every generator's statistics, not its state (`snowflake_id_stats_reset()`).
+///
+/// # Errors
+/// [`NotPreloaded`] when the segment does not exist.
+pub fn reset_statistics(layout: &Layout) -> Result<(), NotPreloaded> {
+    let seg = segment()?;
+    seg.slot(0).reset_statistics(&uuidv7::TIMELINE);
+    let tl = Timeline::of(layout);
+    for s in 0..seg.header().shard_count as usize {
+        seg.slot(1 + s).reset_statistics(&tl);
+    }
+    Ok(())
 }
 
 /// Whether every snowflake generator's next word is at least `snowflake_word` (when given) and the
