@@ -54,7 +54,7 @@ use std::sync::OnceLock;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::{PgLogLevel, Spi};
+use pgrx::{register_xact_callback, PgLogLevel, PgXactCallbackEvent, Spi};
 
 use crate::core::monotonic::Timeline;
 use crate::core::space::{self, FloorWait, MintedBefore, Recorded};
@@ -92,6 +92,64 @@ pub fn snowflake_ready() -> bool {
 #[inline]
 pub fn floor_known() -> i64 {
     FLOOR_KNOWN.load(Ordering::Relaxed)
+}
+
+/// After a change to the record (the trigger `snowflake_id_space_changed`): tells every backend to
+/// read its database's record again, now and once more when the transaction commits (what
+/// backends read before the commit is the old record). It fires also where triggers are for
+/// replicas only (`ENABLE ALWAYS`): logical replication applying a change.
+///
+/// # Safety
+/// `fcinfo` is the call's, as PostgreSQL's fmgr passes it.
+///
+/// # Panics
+/// 39P01 when called other than as a trigger, or as a trigger on another table; 0A000 at PREPARE
+/// of a transaction that changed the record.
+pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
+    /// Whether this transaction already has its end-of-transaction callbacks.
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    // SAFETY: the trigger manager passes its TriggerData as the call's context; a direct call has
+    // none (or another node), and must not make every backend read its record again.
+    let as_trigger = unsafe {
+        let context = (*fcinfo).context;
+        !context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData
+    };
+    if !as_trigger {
+        errors::raise(errors::not_called_as_trigger("snowflake_id_space_changed"));
+    }
+    // Only on the record: 0.2.0 let PUBLIC attach the function to any table of its own, and such
+    // a trigger outlives the REVOKE, so every insert there would make every backend of the server
+    // read its record again. The record is snowflake_id_private.snowflake_id_space (only
+    // superusers create in that schema) or, before the update to 0.3.0, the extension's member of
+    // that name.
+    // SAFETY: the trigger manager's TriggerData, with the relation it fires on, open; syscache
+    // and pg_depend lookups in a statement that writes the table.
+    let on_record = unsafe {
+        let rel = (*((*fcinfo).context as *mut pg_sys::TriggerData)).tg_relation;
+        let form = (*rel).rd_rel;
+        let schema = pg_sys::get_namespace_name((*form).relnamespace);
+        let member_of = |ext: pg_sys::Oid| {
+            ext != pg_sys::InvalidOid && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, (*rel).rd_id) == ext
+        };
+        std::ffi::CStr::from_ptr((*form).relname.data.as_ptr()) == c"snowflake_id_space"
+            && ((!schema.is_null() && std::ffi::CStr::from_ptr(schema) == c"snowflake_id_private")
+                || member_of(pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)))
+    };
+    if !on_record {
+        errors::raise(errors::trigger_not_on_record("snowflake_id_space_changed"));
+    }
+    shmem::bump_space_generation();
+    if !REGISTERED.swap(true, Ordering::Relaxed) {
+        register_xact_callback(PgXactCallbackEvent::Commit, || {
+            shmem::bump_space_generation();
+            REGISTERED.store(false, Ordering::Relaxed);
+        });
+        register_xact_callback(PgXactCallbackEvent::Abort, || REGISTERED.store(false, Ordering::Relaxed));
+        // COMMIT PREPARED runs no callback of this backend: the notice at commit would be lost.
+        register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
+            errors::raise(errors::space_change_prepared());
+        });
+    }
 }
 
 /// Checks the database before the first id this backend mints, after any record changed, and
