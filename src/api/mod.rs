@@ -16,6 +16,11 @@ use pgrx::prelude::*;
 use crate::core::time::{self, US_PER_MS};
 use crate::runtime::errors;
 
+/// A text of ASCII bytes (the text forms and public tokens are ASCII by construction).
+pub(crate) fn ascii(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
 /// A Unix microsecond as a finite `timestamptz`.
 ///
 /// # Errors

@@ -38,7 +38,7 @@ fn snowflake_to_public(id: i64, context: &[u8]) -> Result<String, ErrorReport> {
     }
     keys::with_ring(|ring| {
         let key = ring.encoder().ok_or_else(errors::no_encoding_key)?;
-        Ok(super::text::ascii(&public::snowflake_token(key, id, ctx)))
+        Ok(super::ascii(&public::snowflake_token(key, id, ctx)))
     })
 }
 

@@ -16,11 +16,6 @@ use pgrx::prelude::*;
 use crate::core::text::{self, TextError};
 use crate::runtime::errors;
 
-/// The texts are ASCII by construction.
-pub(crate) fn ascii(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| char::from(b)).collect()
-}
-
 fn bad_text(kind: &str, input: &[u8], e: TextError) -> ErrorReport {
     errors::invalid_text(kind, input, format_args!("The text {e}."))
 }
@@ -28,7 +23,7 @@ fn bad_text(kind: &str, input: &[u8], e: TextError) -> ErrorReport {
 /// The 13-character text of a snowflake id: Crockford base32, which sorts like the ids.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_to_text(id: i64) -> Result<String, ErrorReport> {
-    text::snowflake_to_text(id).map(|t| ascii(&t)).ok_or_else(|| errors::negative_id(id))
+    text::snowflake_to_text(id).map(|t| super::ascii(&t)).ok_or_else(|| errors::negative_id(id))
 }
 
 /// The snowflake id of a 13-character text (either case).
@@ -40,7 +35,7 @@ fn snowflake_from_text(t: &[u8]) -> Result<i64, ErrorReport> {
 /// The ULID text of a UUID: for a UUIDv7, the ULID of the same time and bits.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuid_to_ulid(id: pgrx::Uuid) -> String {
-    ascii(&text::uuid_to_ulid(id.as_bytes()))
+    super::ascii(&text::uuid_to_ulid(id.as_bytes()))
 }
 
 /// The UUID of a 26-character ULID text (either case).
