@@ -25,20 +25,20 @@
 //! minter saw ([`State::seen_tick`]):
 //! - **the clock stepped back**: it reads behind a tick it already showed. The call waits at
 //!   most `max_wait_ms` (plus one tick, so that a strict `max_lead_ms = 0` can always wait out an
-//!   exhausted sequence); a longer step fails closed with [`MintError::ClockBehind`], reporting
+//!   exhausted sequence); a longer step fails closed with [`IssueError::ClockBehind`], reporting
 //!   the step as measured on a fresh reading.
 //! - **the generator runs ahead**: ticks borrowed by any backend, under whatever lead was in
 //!   force then (a lead lowered at reload), or a restart at the reservation. That is no fault,
 //!   and the call waits for the clock for as long as the settings can explain: the larger of
 //!   `max_wait_ms` and the lead plus the reservation's reach, plus a second
 //!   ([`catch_up_budget_ns`]). Further ahead (a clock that stopped, ids advanced far ahead before
-//!   a restart) fails at once with [`MintError::TooFarAhead`] rather than hold the call for
+//!   a restart) fails at once with [`IssueError::TooFarAhead`] rather than hold the call for
 //!   long. No backend's lead can make another backend's call fail.
 //!
 //! Either way the state is left untouched by a refusal, so no id is lost or repeated. Waits are
 //! measured on a monotonic clock, not counted as requested: a sleep may end early or late.
 //!
-//! [`next_step`] is the pure decision; [`mint`] runs it against a [`State`] with a
+//! [`next_step`] is the pure decision; [`issue`] runs it against a [`State`] with a
 //! compare-and-swap loop and an injected [`Clock`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,7 +83,7 @@ pub enum Step {
 
 /// Why no id was issued. None of these changes the state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MintError {
+pub enum IssueError {
     /// The clock reads `behind_ns` before a tick it already showed (it stepped back), and
     /// catching up would take longer than the policy waits. `last_unix_ns` is the start of the
     /// last issued word's tick.
@@ -171,12 +171,12 @@ impl Timeline {
     /// compile to multiplications: this runs on every id.
     ///
     /// # Errors
-    /// [`MintError::ClockBeforeOrigin`] when the clock reads before tick 0.
+    /// [`IssueError::ClockBeforeOrigin`] when the clock reads before tick 0.
     #[inline]
-    pub fn word_at(&self, now_unix_ns: i64) -> Result<(u64, u64), MintError> {
+    pub fn word_at(&self, now_unix_ns: i64) -> Result<(u64, u64), IssueError> {
         let (ms, ns_in_ms) = (now_unix_ns.div_euclid(NS_PER_MS), now_unix_ns.rem_euclid(NS_PER_MS) as u64);
         let Ok(rel_ms) = u64::try_from(ms - self.origin_unix_ms) else {
-            return Err(MintError::ClockBeforeOrigin { now_unix_ns });
+            return Err(IssueError::ClockBeforeOrigin { now_unix_ns });
         };
         let (tick, low) = if self.tick_ms == 1 {
             // The fraction of the millisecond elapsed, scaled to low_bits (< 2^32, exact in u64).
@@ -234,8 +234,8 @@ impl State {
 /// is behind, which [`judge_wait`] decides.
 ///
 /// # Errors
-/// [`MintError::ClockBeforeOrigin`], [`MintError::TimeExhausted`] and
-/// [`MintError::Unreserved`].
+/// [`IssueError::ClockBeforeOrigin`], [`IssueError::TimeExhausted`] and
+/// [`IssueError::Unreserved`].
 #[inline]
 pub fn next_step(
     next_free: u64,
@@ -243,16 +243,16 @@ pub fn next_step(
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
-) -> Result<Step, MintError> {
+) -> Result<Step, IssueError> {
     let (now_word, now_tick) = tl.word_at(now_unix_ns)?;
     let word = next_free.max(now_word);
     if word > tl.max_word() {
-        return Err(MintError::TimeExhausted { max_tick: tl.max_tick });
+        return Err(IssueError::TimeExhausted { max_tick: tl.max_tick });
     }
     // The reservation must cover the word before anything else, waiting included, so that a
     // wait is spent on a word that may then be issued.
     if word >= limit_word {
-        return Err(MintError::Unreserved { word_unix_ms: tl.word_unix_ms(word) });
+        return Err(IssueError::Unreserved { word_unix_ms: tl.word_unix_ms(word) });
     }
     let tick = word >> tl.low_bits;
     let lead_ticks = tick.saturating_sub(now_tick);
@@ -294,7 +294,7 @@ pub enum Verdict {
 }
 
 /// Whether a wait of `wait_ns` for a clock reading `now_unix_ns` is allowed: the pure policy of
-/// [`mint`]. `seen_tick` is the generator's [`State::seen_tick`], read before the clock;
+/// [`issue`]. `seen_tick` is the generator's [`State::seen_tick`], read before the clock;
 /// `rewind_waited_ns` and `waited_ns` are the time this call already spent waiting, measured,
 /// for a step back and in all.
 ///
@@ -303,8 +303,8 @@ pub enum Verdict {
 /// few microseconds across a tick boundary.
 ///
 /// # Errors
-/// [`MintError::ClockBehind`] when the step back is longer than the policy waits;
-/// [`MintError::TooFarAhead`] when the clock cannot catch up within [`catch_up_budget_ns`].
+/// [`IssueError::ClockBehind`] when the step back is longer than the policy waits;
+/// [`IssueError::TooFarAhead`] when the clock cannot catch up within [`catch_up_budget_ns`].
 pub fn judge_wait(
     tl: &Timeline,
     policy: &ClockPolicy,
@@ -312,7 +312,7 @@ pub fn judge_wait(
     now_unix_ns: i64,
     wait_ns: u64,
     waited: (u64, u64),
-) -> Result<Verdict, MintError> {
+) -> Result<Verdict, IssueError> {
     let (next_free, seen_tick) = state;
     let (rewind_waited_ns, waited_ns) = waited;
     let seen_ns = tl.tick_start_ns(seen_tick);
@@ -320,7 +320,7 @@ pub fn judge_wait(
     if now < seen_ns - tl.tick_ns() {
         let behind_ns = u64::try_from(seen_ns - now).unwrap_or(u64::MAX);
         if i128::from(rewind_waited_ns) + i128::from(wait_ns) > wait_budget_ns(tl, policy) {
-            return Err(MintError::ClockBehind {
+            return Err(IssueError::ClockBehind {
                 behind_ns,
                 last_unix_ns: i64::try_from(tl.tick_start_ns(next_free.saturating_sub(1) >> tl.low_bits))
                     .unwrap_or(i64::MAX),
@@ -333,7 +333,7 @@ pub fn judge_wait(
     let budget = catch_up_budget_ns(policy);
     if u128::from(waited_ns) + u128::from(wait_ns) > u128::from(budget) {
         let ahead_ns = tl.ahead_ns(next_free, now_unix_ns);
-        return Err(MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms: budget / NS_PER_MS as u64 });
+        return Err(IssueError::TooFarAhead { ahead_ns, waited_ns, budget_ms: budget / NS_PER_MS as u64 });
     }
     Ok(Verdict::CatchUp)
 }
@@ -357,9 +357,9 @@ pub trait Clock {
     fn sleep_ns(&mut self, ns: u64);
 }
 
-/// The outcome of one successful [`mint`].
+/// The outcome of one successful [`issue`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Minted {
+pub struct Issued {
     pub word: u64,
     /// Ticks the word is ahead of the clock at the moment it was issued.
     pub lead_ticks: u64,
@@ -437,20 +437,20 @@ impl IssuedCount {
 /// loser retries with the winner's state. No call ever returns a word another call returned.
 ///
 /// # Errors
-/// See [`MintError`]. Waits are measured with [`Clock::monotonic_ns`], so a sleep cut short by
+/// See [`IssueError`]. Waits are measured with [`Clock::monotonic_ns`], so a sleep cut short by
 /// a signal costs only the time it took, and one that overran counts in full.
 #[inline]
-pub fn mint(
+pub fn issue(
     state: &State,
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
-) -> Result<Minted, MintError> {
-    mint_within(state, clock, tl, policy, limit_word, &mut Waited::default())
+) -> Result<Issued, IssueError> {
+    issue_within(state, clock, tl, policy, limit_word, &mut Waited::default())
 }
 
-/// The time one call has waited so far. A caller that retries [`mint_within`] after renewing the
+/// The time one call has waited so far. A caller that retries [`issue_within`] after renewing the
 /// reservation passes the same one, so that the call's wait budget holds for the whole call and
 /// never starts again at a renewal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -463,20 +463,20 @@ pub struct Waited {
     pub behind_ns: u64,
 }
 
-/// [`mint`], counting the waits into `waited`, which may hold earlier attempts' of the same call.
+/// [`issue`], counting the waits into `waited`, which may hold earlier attempts' of the same call.
 #[inline]
-pub fn mint_within(
+pub fn issue_within(
     state: &State,
     clock: &mut impl Clock,
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
     waited: &mut Waited,
-) -> Result<Minted, MintError> {
+) -> Result<Issued, IssueError> {
     let now = clock.now_unix_ns();
-    match try_mint_fast(state, now, tl, policy, limit_word) {
-        Some(m) => Ok(Minted { waited_ns: waited.total_ns, behind_ns: waited.behind_ns, ..m }),
-        None => mint_slow(state, clock, tl, policy, limit_word, now, waited),
+    match try_issue_fast(state, now, tl, policy, limit_word) {
+        Some(m) => Ok(Issued { waited_ns: waited.total_ns, behind_ns: waited.behind_ns, ..m }),
+        None => issue_slow(state, clock, tl, policy, limit_word, now, waited),
     }
 }
 
@@ -485,13 +485,13 @@ pub fn mint_within(
 /// `None` means "take the general path"; nothing was issued then. Within the lead the clock is
 /// behind the last tick by at most the lead, which is not a step back: `behind_ns` is 0.
 #[inline]
-pub fn try_mint_fast(
+pub fn try_issue_fast(
     state: &State,
     now_unix_ns: i64,
     tl: &Timeline,
     policy: &ClockPolicy,
     limit_word: u64,
-) -> Option<Minted> {
+) -> Option<Issued> {
     let next_free = state.next_free.load(Ordering::Acquire);
     let (now_word, now_tick) = tl.word_at(now_unix_ns).ok()?;
     let word = next_free.max(now_word);
@@ -506,14 +506,14 @@ pub fn try_mint_fast(
         return None;
     }
     state.saw(now_tick);
-    Some(Minted { word, lead_ticks, waited_ns: 0, behind_ns: 0, count_adjust: tl.count().on_issue(next_free, word) })
+    Some(Issued { word, lead_ticks, waited_ns: 0, behind_ns: 0, count_adjust: tl.count().on_issue(next_free, word) })
 }
 
 /// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
 /// fast path stays small.
 #[cold]
 #[inline(never)]
-fn mint_slow(
+fn issue_slow(
     state: &State,
     clock: &mut impl Clock,
     tl: &Timeline,
@@ -521,7 +521,7 @@ fn mint_slow(
     limit_word: u64,
     mut now: i64,
     waited: &mut Waited,
-) -> Result<Minted, MintError> {
+) -> Result<Issued, IssueError> {
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
         match next_step(next_free, now, tl, policy, limit_word)? {
@@ -532,7 +532,7 @@ fn mint_slow(
                             state.saw(now_tick);
                         }
                         let count_adjust = tl.count().on_issue(next_free, word);
-                        return Ok(Minted {
+                        return Ok(Issued {
                             word,
                             lead_ticks,
                             waited_ns: waited.total_ns,
@@ -637,7 +637,7 @@ mod tests {
     fn a_fresh_state_starts_at_the_clock() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(100 * MS + 123);
-        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(m.word, 100 << 9);
         assert_eq!((m.lead_ticks, m.waited_ns, m.behind_ns), (0, 0, 0));
         assert_eq!(s.next_free.load(Ordering::Relaxed), (100 << 9) + 1);
@@ -647,12 +647,12 @@ mod tests {
     fn the_epoch_itself_is_tick_zero() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(0);
-        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 0);
-        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 1);
+        assert_eq!(issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 0);
+        assert_eq!(issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word, 1);
         let mut before = FakeClock::at(-1);
         assert_eq!(
-            mint(&State::new(0, 0), &mut before, &TL, &STRICT, NO_LIMIT),
-            Err(MintError::ClockBeforeOrigin { now_unix_ns: -1 })
+            issue(&State::new(0, 0), &mut before, &TL, &STRICT, NO_LIMIT),
+            Err(IssueError::ClockBeforeOrigin { now_unix_ns: -1 })
         );
     }
 
@@ -665,7 +665,7 @@ mod tests {
             if step % 300 == 0 {
                 c.now_ns += MS; // the clock moves on now and then
             }
-            let w = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
+            let w = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
             if let Some(p) = prev {
                 assert!(w > p, "{w} after {p}");
             }
@@ -673,7 +673,7 @@ mod tests {
         }
         // A later millisecond sorts after everything before it.
         c.now_ns = 1000 * MS;
-        let w = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
+        let w = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
         assert_eq!(tick_seq(w), (1000, 0));
     }
 
@@ -682,11 +682,11 @@ mod tests {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(42 * MS);
         for seq in 0..512 {
-            let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+            let m = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
             assert_eq!(tick_seq(m.word), (42, seq));
             assert_eq!(m.lead_ticks, 0);
         }
-        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (43, 0));
         assert_eq!(m.lead_ticks, 1);
         assert!(c.slept_ns.is_empty(), "a lead of 1 ms is within 5 ms: no wait");
@@ -698,11 +698,11 @@ mod tests {
         let mut c = FakeClock::at(10 * MS + 250_000); // 0.25 ms into tick 10
                                                       // Ticks 10..=15 (the clock's tick plus a lead of 5) fit without waiting.
         for _ in 0..6 * 512 {
-            mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+            issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         }
         assert!(c.slept_ns.is_empty());
         // Tick 16 is 6 ticks ahead: wait until the clock reaches tick 11, 0.75 ms from now.
-        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (16, 0));
         assert_eq!(c.slept_ns, vec![750_000]);
         assert_eq!(m.waited_ns, 750_000);
@@ -714,9 +714,9 @@ mod tests {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(5 * MS + 900_000);
         for _ in 0..512 {
-            mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+            issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         }
-        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (6, 0));
         assert_eq!(c.slept_ns, vec![100_000]);
         // Even a zero wait budget may wait out one tick.
@@ -724,7 +724,7 @@ mod tests {
         let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..513 {
-            mint(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
+            issue(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
         }
         assert_eq!(c.slept_ns, vec![MS as u64]);
     }
@@ -737,7 +737,7 @@ mod tests {
         let zero = ClockPolicy { max_lead_ms: 0, max_wait_ms: 0 };
         let mut c = FakeClock::at(5 * MS);
         for _ in 0..512 {
-            mint(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
+            issue(&s, &mut c, &TL, &zero, NO_LIMIT).unwrap();
         }
         // Simulate the rival: whenever we sleep into a tick, it has already used that tick up.
         struct Rival<'a> {
@@ -762,7 +762,7 @@ mod tests {
             }
         }
         let mut r = Rival { clock: c, state: &s, rounds: 3 };
-        let m = mint(&s, &mut r, &TL, &zero, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut r, &TL, &zero, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (9, 0), "after three lost ticks, the fourth");
         assert_eq!(m.behind_ns, 0, "no step back was seen");
     }
@@ -771,17 +771,17 @@ mod tests {
     fn a_small_step_back_is_waited_out_without_a_repeat() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
-        let before = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
+        let before = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
         assert_eq!(tick_seq(before), (1000, 0));
         c.now_ns = 995 * MS + 400_000; // NTP steps back 4.6 ms
-        let after = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        let after = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert!(after.word > before);
         // Strict: the id in tick 1000 may only be issued once the clock reads tick 1000 again.
         assert_eq!(tick_seq(after.word), (1000, 1));
         assert_eq!(c.slept_ns, vec![4_600_000]);
         // With a lead, a step back within the lead needs no wait at all.
         let mut c2 = FakeClock::at(998 * MS);
-        let m = mint(&s, &mut c2, &TL, &LEAD5, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c2, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!((tick_seq(m.word), m.lead_ticks, m.waited_ns), ((1000, 2), 2, 0));
     }
 
@@ -789,13 +789,13 @@ mod tests {
     fn a_large_step_back_fails_closed_and_leaves_the_state_alone() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(10_000 * MS);
-        let before = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
+        let before = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word;
         let state = s.next_free.load(Ordering::Relaxed);
         c.now_ns = 5_000 * MS; // back 5 s: more than the 1 s the policy waits
-        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        let err = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
         assert_eq!(
             err,
-            MintError::ClockBehind {
+            IssueError::ClockBehind {
                 behind_ns: 5_000 * MS as u64,
                 last_unix_ns: 10_000 * MS,
                 now_unix_ns: 5_000 * MS,
@@ -806,20 +806,20 @@ mod tests {
         assert_eq!(s.next_free.load(Ordering::Relaxed), state, "a refusal changes nothing");
         // Once the clock is back, generation resumes above the old id.
         c.now_ns = 10_000 * MS;
-        assert!(mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word > before);
+        assert!(issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap().word > before);
     }
 
     #[test]
     fn a_clock_that_keeps_stepping_back_while_we_wait_is_refused() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(2000 * MS);
-        mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         // Back 0.9 s; after each sleep the clock is thrown back to the same point.
         c.now_ns = 1100 * MS;
         c.script = (1..10).map(|r| (r, 1100 * MS)).collect();
         c.reads = 0;
-        let err = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
-        assert!(matches!(err, MintError::ClockBehind { .. }), "{err:?}");
+        let err = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, IssueError::ClockBehind { .. }), "{err:?}");
         assert_eq!(c.slept_ns, vec![900 * MS as u64], "waited once, then gave up");
     }
 
@@ -829,14 +829,14 @@ mod tests {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(3 * MS);
         for seq in 0..512 {
-            assert_eq!(tick_seq(mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word), (3, seq));
+            assert_eq!(tick_seq(issue(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word), (3, seq));
         }
-        assert_eq!(mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT), Err(MintError::TimeExhausted { max_tick: 3 }));
+        assert_eq!(issue(&s, &mut c, &tl, &LEAD5, NO_LIMIT), Err(IssueError::TimeExhausted { max_tick: 3 }));
         // A clock past the end is refused too, with a fresh state.
         let mut late = FakeClock::at(4 * MS);
         assert_eq!(
-            mint(&State::new(0, 0), &mut late, &tl, &LEAD5, NO_LIMIT),
-            Err(MintError::TimeExhausted { max_tick: 3 })
+            issue(&State::new(0, 0), &mut late, &tl, &LEAD5, NO_LIMIT),
+            Err(IssueError::TimeExhausted { max_tick: 3 })
         );
     }
 
@@ -846,15 +846,15 @@ mod tests {
         let mut c = FakeClock::at(100 * MS);
         // Reserved up to (not including) 100 ms: nothing in tick 100 may be issued yet.
         let limit = TL.first_word_at(100);
-        assert_eq!(mint(&s, &mut c, &TL, &LEAD5, limit), Err(MintError::Unreserved { word_unix_ms: 100 }));
+        assert_eq!(issue(&s, &mut c, &TL, &LEAD5, limit), Err(IssueError::Unreserved { word_unix_ms: 100 }));
         assert_eq!(s.next_free.load(Ordering::Relaxed), 0, "nothing was issued");
         // Reserved up to 101 ms: the 512 ids of tick 100, then tick 101 needs more.
         let limit = TL.first_word_at(101);
         for seq in 0..512 {
-            assert_eq!(tick_seq(mint(&s, &mut c, &TL, &LEAD5, limit).unwrap().word), (100, seq));
+            assert_eq!(tick_seq(issue(&s, &mut c, &TL, &LEAD5, limit).unwrap().word), (100, seq));
         }
-        assert_eq!(mint(&s, &mut c, &TL, &LEAD5, limit), Err(MintError::Unreserved { word_unix_ms: 101 }));
-        assert_eq!(tick_seq(mint(&s, &mut c, &TL, &LEAD5, TL.first_word_at(102)).unwrap().word), (101, 0));
+        assert_eq!(issue(&s, &mut c, &TL, &LEAD5, limit), Err(IssueError::Unreserved { word_unix_ms: 101 }));
+        assert_eq!(tick_seq(issue(&s, &mut c, &TL, &LEAD5, TL.first_word_at(102)).unwrap().word), (101, 0));
     }
 
     #[test]
@@ -874,7 +874,7 @@ mod tests {
         // half-second gap is waited out, and the first id is at 2000 ms.
         let s = State::new(TL.first_word_at(2000), 0);
         let mut c = FakeClock::at(1500 * MS);
-        let m = mint(&s, &mut c, &TL, &LEAD5, TL.first_word_at(2500)).unwrap();
+        let m = issue(&s, &mut c, &TL, &LEAD5, TL.first_word_at(2500)).unwrap();
         assert_eq!(tick_seq(m.word), (2000, 0));
         assert_eq!(c.slept_ns, vec![495 * MS as u64], "waits until the word is within the 5 ms lead");
         // Ten seconds back is more than max_rewind_wait: refused, nothing issued. The restart
@@ -882,7 +882,7 @@ mod tests {
         // is known to have stepped back.
         let s = State::new(TL.first_word_at(12_000), 11_500);
         let mut c = FakeClock::at(2000 * MS);
-        assert!(matches!(mint(&s, &mut c, &TL, &LEAD5, u64::MAX), Err(MintError::ClockBehind { .. })));
+        assert!(matches!(issue(&s, &mut c, &TL, &LEAD5, u64::MAX), Err(IssueError::ClockBehind { .. })));
         assert_eq!(s.next_free.load(Ordering::Relaxed), TL.first_word_at(12_000));
     }
 
@@ -890,9 +890,9 @@ mod tests {
     fn a_step_back_is_reported_in_the_outcome() {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
-        assert_eq!(mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().behind_ns, 0);
+        assert_eq!(issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().behind_ns, 0);
         c.now_ns = 990 * MS;
-        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert_eq!((m.behind_ns, m.waited_ns), (10 * MS as u64, 10 * MS as u64));
     }
 
@@ -905,23 +905,23 @@ mod tests {
         let s = State::new(0, 0);
         let mut c = FakeClock::at(1000 * MS);
         let ten_s = ClockPolicy { max_lead_ms: 10_000, max_wait_ms: 1000 };
-        mint(&s, &mut c, &TL, &ten_s, NO_LIMIT).unwrap();
+        issue(&s, &mut c, &TL, &ten_s, NO_LIMIT).unwrap();
         s.next_free.store(TL.first_word_at(2500), Ordering::Relaxed);
-        let m = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         assert_eq!(tick_seq(m.word), (2500, 0));
         assert_eq!(m.behind_ns, 0, "running ahead is not a clock step back");
         assert_eq!(m.waited_ns, 1495 * MS as u64, "waited until the word was within its own 5 ms lead");
         // Five seconds ahead is more than the settings explain: refused at once, as too far
         // ahead, not as a step back.
         s.next_free.store(TL.first_word_at(7600), Ordering::Relaxed);
-        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
-        assert!(matches!(err, MintError::TooFarAhead { .. }), "{err:?}");
+        let err = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, IssueError::TooFarAhead { .. }), "{err:?}");
         // Once the clock really steps back, a long step is refused as one.
         c.now_ns = 7600 * MS;
-        mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
+        issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         c.now_ns -= 5000 * MS;
-        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
-        assert!(matches!(err, MintError::ClockBehind { behind_ns, .. } if behind_ns == 5000 * MS as u64), "{err:?}");
+        let err = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, IssueError::ClockBehind { behind_ns, .. } if behind_ns == 5000 * MS as u64), "{err:?}");
     }
 
     #[test]
@@ -931,10 +931,10 @@ mod tests {
         // measuring them waits the 900 ms out.
         let s = State::new(0, 0);
         let mut c = FakeClock::at(2000 * MS);
-        let before = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
+        let before = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap().word;
         c.now_ns = 1100 * MS;
         c.interrupt_after_ns = Some(MS as u64);
-        let m = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        let m = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         assert!(m.word > before);
         assert_eq!(m.waited_ns, 900 * MS as u64);
         assert_eq!(c.slept_ns.len(), 900, "900 sleeps of 1 ms each");
@@ -963,12 +963,12 @@ mod tests {
         }
         let s = State::new(0, 0);
         let mut c = Slow(FakeClock::at(2000 * MS));
-        mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
+        issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap();
         c.0.now_ns = 1600 * MS;
-        let err = mint(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
+        let err = issue(&s, &mut c, &TL, &STRICT, NO_LIMIT).unwrap_err();
         assert_eq!(
             err,
-            MintError::ClockBehind {
+            IssueError::ClockBehind {
                 behind_ns: 400 * MS as u64,
                 last_unix_ns: 2000 * MS,
                 now_unix_ns: 1600 * MS,
@@ -999,8 +999,8 @@ mod tests {
         // stops: the call waits up to its catch-up budget (2 s here), then gives up, saying so.
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
-        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
-        let MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms } = err else { panic!("{err:?}") };
+        let err = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        let IssueError::TooFarAhead { ahead_ns, waited_ns, budget_ms } = err else { panic!("{err:?}") };
         assert_eq!(ahead_ns, 299 * MS as u64, "the last word issued, 1299 ms, is 299 ms ahead");
         assert_eq!(budget_ms, 2000, "max(1 s rewind wait, 5 ms lead + 500 ms reservation) + 1 s");
         assert!((1500 * MS as u64..=2000 * MS as u64).contains(&waited_ns), "{waited_ns}");
@@ -1009,20 +1009,20 @@ mod tests {
     #[test]
     fn one_call_has_one_wait_budget_across_its_attempts() {
         // A clock that stopped, a generator 300 ms ahead of it, and a call that retries after each
-        // renewal of the reservation (`mint_within` with the same `Waited`): the first attempt
+        // renewal of the reservation (`issue_within` with the same `Waited`): the first attempt
         // waits most of the 2 s budget; a second attempt of the same call may not wait it again.
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let mut waited = Waited::default();
-        assert!(mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).is_err());
         let first = waited.total_ns;
         assert!(first >= 1500 * MS as u64, "{first}");
-        let err = mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).unwrap_err();
-        assert!(matches!(err, MintError::TooFarAhead { .. }), "{err:?}");
+        let err = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).unwrap_err();
+        assert!(matches!(err, IssueError::TooFarAhead { .. }), "{err:?}");
         assert!(waited.total_ns <= 2000 * MS as u64, "the call waited {} ms in all", waited.total_ns / MS as u64);
         // A new call starts with a budget of its own.
         let mut fresh = Waited::default();
-        assert!(mint_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh).is_err());
         assert!(fresh.total_ns >= 1500 * MS as u64);
     }
 
@@ -1033,8 +1033,8 @@ mod tests {
         // that time. No setting explains waiting an hour: refused at once, nothing issued.
         let s = State::new(TL.first_word_at(3_601_000), 1000);
         let mut c = FakeClock::at(1000 * MS);
-        let err = mint(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
-        assert!(matches!(err, MintError::TooFarAhead { waited_ns: 0, .. }), "{err:?}");
+        let err = issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap_err();
+        assert!(matches!(err, IssueError::TooFarAhead { waited_ns: 0, .. }), "{err:?}");
         assert!(c.slept_ns.is_empty());
         assert_eq!(s.next_free.load(Ordering::Relaxed), TL.first_word_at(3_601_000));
     }
@@ -1048,9 +1048,9 @@ mod tests {
         assert_eq!(tl.word_at(7 * MS + 999_999), Ok(((7 << 12) | 4095, 7)));
         let s = State::new(0, 0);
         let mut c = FakeClock::at(7 * MS + 999_999);
-        let a = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
+        let a = issue(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
         // The fraction is already at its top: the next value carries into the next ms.
-        let b = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
+        let b = issue(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap().word;
         assert_eq!((a, b), ((7 << 12) | 4095, 8 << 12));
     }
 
@@ -1078,7 +1078,7 @@ mod tests {
                     let mut words = Vec::with_capacity(20_000);
                     let mut adjust = 0u64;
                     for _ in 0..20_000 {
-                        let m = mint(&s, &mut Real, &TL, &LEAD5, NO_LIMIT).unwrap();
+                        let m = issue(&s, &mut Real, &TL, &LEAD5, NO_LIMIT).unwrap();
                         words.push(m.word);
                         adjust = adjust.wrapping_add(m.count_adjust);
                     }
@@ -1125,7 +1125,7 @@ mod tests {
                     2 => c.now_ns -= 2 * MS,
                     _ => c.now_ns += 97,
                 }
-                let m = mint(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap();
+                let m = issue(&s, &mut c, &tl, &LEAD5, NO_LIMIT).unwrap();
                 issued += 1;
                 adds += u64::from(m.count_adjust != 0);
                 base = base.wrapping_add(m.count_adjust);

@@ -11,7 +11,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::core::layout::{IdError, Layout, LayoutError};
-use crate::core::monotonic::MintError;
+use crate::core::monotonic::IssueError;
 use crate::core::reservation::Refusal;
 use crate::core::time::{self, NS_PER_MS};
 
@@ -138,21 +138,21 @@ pub fn required<T>(value: Option<T>, name: &str) -> Result<T, ErrorReport> {
     value.ok_or_else(|| null_argument(name))
 }
 
-/// The generator a [`MintError`] came from, to name it in messages.
+/// The generator a [`IssueError`] came from, to name it in messages.
 #[derive(Clone, Copy)]
 pub enum Generator<'a> {
     Snowflake { layout: &'a Layout, shard: u32 },
     Uuidv7,
 }
 
-pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
+pub fn issue_error(e: IssueError, generator: Generator<'_>) -> ErrorReport {
     let ms = |ns: i64| time::format_unix_ms(ns.div_euclid(NS_PER_MS));
     let what = match generator {
         Generator::Snowflake { shard, .. } => format!("shard {shard}"),
         Generator::Uuidv7 => "uuidv7".to_owned(),
     };
     match (e, generator) {
-        (MintError::ClockBehind { behind_ns, last_unix_ns, now_unix_ns, max_wait_ms }, _) => ErrorReport::new(
+        (IssueError::ClockBehind { behind_ns, last_unix_ns, now_unix_ns, max_wait_ms }, _) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
             format!("system clock moved backwards by {} ms", behind_ns.div_ceil(NS_PER_MS as u64)),
             FUNC,
@@ -166,7 +166,7 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
         .set_hint(
             "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
         ),
-        (MintError::TooFarAhead { ahead_ns, waited_ns, budget_ms }, _) => ErrorReport::new(
+        (IssueError::TooFarAhead { ahead_ns, waited_ns, budget_ms }, _) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
             format!("ids for {what} run {} ms ahead of the clock", ahead_ns.div_ceil(NS_PER_MS as u64)),
             FUNC,
@@ -176,26 +176,26 @@ pub fn mint_error(e: MintError, generator: Generator<'_>) -> ErrorReport {
             waited_ns / NS_PER_MS as u64
         ))
         .set_hint("Ids resume once the clock reaches them; none is repeated. Check that the server's clock is right and advances."),
-        (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
+        (IssueError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("system clock reads {}, before the snowflake epoch", ms(now_unix_ns)),
             FUNC,
         )
         .set_detail(format!("snowflake_id.epoch is {}.", time::format_unix_ms(layout.epoch_unix_ms())))
         .set_hint("Check the server's clock."),
-        (MintError::ClockBeforeOrigin { now_unix_ns }, Generator::Uuidv7) => {
+        (IssueError::ClockBeforeOrigin { now_unix_ns }, Generator::Uuidv7) => {
             uuidv7_time_out_of_range(&format!("system clock time {}", ms(now_unix_ns))).set_hint("Check the server's clock.")
         }
-        (MintError::TimeExhausted { .. }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
+        (IssueError::TimeExhausted { .. }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("snowflake layout {} has run out of time for {what}", layout.widths()),
             FUNC,
         )
         .set_detail(format!("Its last representable instant is {}.", time::format_unix_ms(layout.last_unix_ms())))
         .set_hint("Move to a layout with more time bits or a later epoch on a new id range."),
-        (MintError::TimeExhausted { .. }, Generator::Uuidv7) => uuidv7_time_out_of_range("system clock time"),
+        (IssueError::TimeExhausted { .. }, Generator::Uuidv7) => uuidv7_time_out_of_range("system clock time"),
         // crate::runtime::generate renews the reservation and mints again; this never reaches a user.
-        (MintError::Unreserved { .. }, _) => {
+        (IssueError::Unreserved { .. }, _) => {
             ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "snowflake_id reservation was not renewed", FUNC)
         }
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::PgLogLevel;
 
-use crate::core::monotonic::{self, ClockPolicy, MintError, Minted, Timeline, Waited};
+use crate::core::monotonic::{self, ClockPolicy, IssueError, Issued, Timeline, Waited};
 use crate::core::reservation::REFRESH_MARGIN_MS;
 use crate::core::time::NS_PER_MS;
 use crate::runtime::clock::WallClock;
@@ -31,8 +31,8 @@ static NOT_IN_RECOVERY: AtomicBool = AtomicBool::new(false);
 /// Whether this backend may mint snowflake ids without any check: it knows the server is a
 /// primary, and has checked its database's id space (`crate::runtime::space`).
 #[inline]
-pub fn snowflake_ready() -> bool {
-    NOT_IN_RECOVERY.load(Ordering::Relaxed) && space::snowflake_ready()
+pub fn fast_path_open() -> bool {
+    NOT_IN_RECOVERY.load(Ordering::Relaxed) && space::snowflake_checked()
 }
 
 /// A hot standby shares its primary's configuration, shards included: minting there would
@@ -51,7 +51,7 @@ fn refuse_during_recovery(slot: &Slot) {
 
 /// Mints one word on `slot`, renewing the reservation when due and recording statistics.
 /// Raises the generator's error (with its SQLSTATE) when no word can be issued.
-pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
+pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generator<'_>) -> u64 {
     refuse_during_recovery(slot);
     // The first id of this backend, and every snowflake id of a database recorded with another
     // id space: the record, and once per start the ids the database already holds.
@@ -72,7 +72,7 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
     loop {
         let reserved = shmem::reserved_until();
         let limit = tl.first_word_at(reserved.min(space::floor_known()));
-        match monotonic::mint_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited) {
+        match monotonic::issue_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited) {
             Ok(m) => {
                 record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);
@@ -88,7 +88,7 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
             // The reservation must cover the word before it is issued: renew (waiting for the
             // lock if another backend is renewing). So must the database's floor, which a dump
             // carries: advance it to the reservation (never waiting). Then mint again.
-            Err(MintError::Unreserved { word_unix_ms }) => {
+            Err(IssueError::Unreserved { word_unix_ms }) => {
                 if word_unix_ms >= shmem::reserved_until() {
                     if let Err(e) = reservation::renew(word_unix_ms, true) {
                         slot.errors.fetch_add(1, Ordering::Relaxed);
@@ -101,10 +101,10 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
             }
             Err(e) => {
                 slot.errors.fetch_add(1, Ordering::Relaxed);
-                if let MintError::ClockBehind { behind_ns, .. } = e {
+                if let IssueError::ClockBehind { behind_ns, .. } = e {
                     record_backstep(slot, behind_ns);
                 }
-                errors::raise(errors::mint_error(e, generator));
+                errors::raise(errors::issue_error(e, generator));
             }
         }
     }
@@ -117,7 +117,7 @@ pub fn mint(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Generat
 /// clock issues every id ahead of it, so "ahead" counts ticks borrowed (the first id of each
 /// tick taken ahead of the clock), and the maximum is only written when it grows.
 #[inline]
-pub fn record_fast(slot: &Slot, m: &Minted, tl: &Timeline) {
+pub fn record_fast(slot: &Slot, m: &Issued, tl: &Timeline) {
     if m.count_adjust != 0 {
         slot.issued_base.fetch_add(m.count_adjust, Ordering::Relaxed);
     }
@@ -132,7 +132,7 @@ pub fn record_fast(slot: &Slot, m: &Minted, tl: &Timeline) {
     }
 }
 
-fn record(slot: &Slot, m: &Minted, tl: &Timeline) {
+fn record(slot: &Slot, m: &Issued, tl: &Timeline) {
     record_fast(slot, m, tl);
     if m.waited_ns > 0 {
         slot.waits.fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! Snowflake ids: for one shard, and from the shards this server owns (`snowflake_id.shards`).
 //! Each has a fast path, which raises nothing, allocates nothing and takes no lock, and a guarded
-//! path (`crate::runtime::generate::mint`) that does everything else; a fast path that
+//! path (`crate::runtime::generate::next_word`) that does everything else; a fast path that
 //! returns `None` has issued nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,7 +17,7 @@ use crate::runtime::{clock, generate, guc};
 /// valid shard of this server, a word within the lead and below the reservation.
 #[inline]
 pub fn try_next_id_fast(shard: i32) -> Option<i64> {
-    if !generate::snowflake_ready() {
+    if !generate::fast_path_open() {
         return None;
     }
     let layout = guc::layout();
@@ -25,7 +25,7 @@ pub fn try_next_id_fast(shard: i32) -> Option<i64> {
     let slot = shmem::try_shard_slot(shard)?;
     let tl = Timeline::of(layout);
     let now = clock::now_unix_ns();
-    let m = monotonic::try_mint_fast(&slot.state, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
+    let m = monotonic::try_issue_fast(&slot.state, now, &tl, &guc::clock_policy(), generate::fast_limit(&tl))?;
     generate::record_fast(slot, &m, &tl);
     Some(layout.id_from_word(m.word, shard))
 }
@@ -53,7 +53,7 @@ pub fn next_owned_id() -> i64 {
 /// nothing issued.
 #[inline]
 fn try_next_owned_id_fast() -> Option<i64> {
-    if !generate::snowflake_ready() || guc::default_shard().is_some() {
+    if !generate::fast_path_open() || guc::default_shard().is_some() {
         return None;
     }
     let layout = guc::layout();
@@ -90,7 +90,7 @@ fn try_next_owned_id_fast() -> Option<i64> {
                 // As seen: the latest clock reading, never the tick minted at (maybe borrowed).
                 slot.raise_to(tick << tl.low_bits, now_tick.max(shmem::owned_clock_tick()), &tl);
             }
-            if let Some(m) = monotonic::try_mint_fast(&slot.state, now, &tl, &policy, limit) {
+            if let Some(m) = monotonic::try_issue_fast(&slot.state, now, &tl, &policy, limit) {
                 generate::record_fast(slot, &m, &tl);
                 shmem::saw_owned(m.word >> tl.low_bits, now_tick);
                 if m.word >> tl.low_bits == tick {
@@ -170,7 +170,7 @@ fn next_owned_id_guarded() -> i64 {
 }
 
 /// The id for `shard` (`snowflake_next(int)`) through the guarded path: the shard's checks, then
-/// [`generate::mint`].
+/// [`generate::next_word`].
 pub fn next_id(shard: i64) -> i64 {
     let layout = guc::layout();
     let shard = layout.shard(shard).unwrap_or_else(|e| errors::raise(errors::id_error(e, layout)));
@@ -182,7 +182,7 @@ pub fn next_id(shard: i64) -> i64 {
         errors::raise(errors::shard_not_assigned(shard, &guc::shards_text()));
     }
     let tl = Timeline::of(layout);
-    let word = generate::mint(slot, &tl, &guc::clock_policy(), Generator::Snowflake { layout, shard });
+    let word = generate::next_word(slot, &tl, &guc::clock_policy(), Generator::Snowflake { layout, shard });
     layout.id_from_word(word, shard)
 }
 

@@ -84,7 +84,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Whether this backend may mint snowflake ids without checking again (the fast path's test).
 #[inline]
-pub fn snowflake_ready() -> bool {
+pub fn snowflake_checked() -> bool {
     VERDICT.load(Ordering::Relaxed) == READY && CHECKED_AT.load(Ordering::Relaxed) == shmem::space_generation()
 }
 

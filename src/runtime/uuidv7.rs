@@ -24,7 +24,7 @@ fn os_seed() -> Result<[u8; 32], getrandom::Error> {
 /// The next word of the server-wide UUIDv7 generator, through the guarded path.
 pub fn next_word() -> u64 {
     let slot = shmem::uuidv7_slot().unwrap_or_else(|_| errors::raise(errors::not_preloaded()));
-    generate::mint(slot, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy(), Generator::Uuidv7)
+    generate::next_word(slot, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy(), Generator::Uuidv7)
 }
 
 /// The UUIDv7 of `word`, with 62 bits of this backend's random stream as its tail.
