@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command: set up from nothing, then run every test on every PostgreSQL
 # version in PG_VERSIONS (default "15 18"; CI runs "14 15 16 17 18"):
-#   1. static checks: rustfmt, clippy, that the pure core never imports pgrx, and that the
-#      release metadata agree (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md),
+#   1. static checks: rustfmt, clippy, that each layer of src/ imports only the ones below it and
+#      the pure core never names pgrx (scripts/check-layers.py), that the release metadata agree
+#      (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md),
 #      that docs/errors.md lists every SQLSTATE the code raises (scripts/check-errors.py), and that
 #      sql/portable/pg_tle.sql is what scripts/portable-tle.py makes of the portable script;
 #   2. cargo pgrx test: the core's #[test]s (fake clock) and the #[pg_test]s (SQL surface), on the
@@ -39,7 +40,7 @@ tally() { # tally SUITE PASSED FAILED
 log "static checks"
 static_failed=0
 cargo fmt --check || static_failed=1
-if grep -rnE "(^|[^a-z_])(use|extern crate) +(::)?pgrx|pgrx::" src/core; then echo "src/core must not import pgrx" >&2; static_failed=1; fi
+python3 scripts/check-layers.py || static_failed=1
 cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1

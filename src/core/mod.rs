@@ -1,9 +1,30 @@
-//! The pure core of snowflake_id: bit layouts, time arithmetic and the monotonic state machine.
+//! The pure core of snowflake_id: bit layouts, time arithmetic, the monotonic state machine, and
+//! every other rule, as plain Rust.
 //!
 //! Nothing below this module imports pgrx or reads a real clock. Time, randomness and previous
 //! state come in as arguments, so every rule here is tested with plain `#[test]` and a fake
-//! clock (`cargo test --lib core`). The SQL glue in `crate::api` only parses arguments, calls
-//! in here and maps errors (`crate::runtime::errors`).
+//! clock (`cargo test --lib core`). The runtime (`crate::runtime`) gathers the inputs from
+//! PostgreSQL and the operating system; the SQL glue (`crate::api`) parses arguments.
+//!
+//! The modules, from the bottom up. Each imports only modules listed before it
+//! (`scripts/check-layers.py`, in `make test`'s static checks, keeps this true):
+//!
+//! 1. `excerpt`: how much of a refused text an error message quotes.
+//! 2. `time`: time units, PostgreSQL's epoch, the text form of an epoch.
+//! 3. `layout`: the bit layout of a snowflake id, its figures and its range bounds.
+//! 4. `reservation`: the durable high-water mark's rules and its file's format.
+//! 5. `monotonic`: the state machine every generator shares, and the clock policy.
+//! 6. `cycle_clock`: a wall clock extrapolated from the CPU's cycle counter.
+//! 7. `uuidv7`: the RFC 9562 version 7 layout and the readers of versions 1 and 7.
+//! 8. `rng`: the random tail of a UUIDv7.
+//! 9. `shards`: the set of shards a server owns, and the pick among them.
+//! 10. `space`: a database's record of its id space, and its floor.
+//! 11. `text`: the key-free text forms (Crockford base32, ULID).
+//! 12. `ff1`: FF1 (NIST SP 800-38G) over AES-256.
+//! 13. `public`: the public forms of ids, and the key file's format.
+//! 14. `conninfo`: which connection strings a role may use.
+//! 15. `fleet`: the fleet check's facts and verdicts.
+//! 16. `convert`: the plans that convert a key column and back.
 
 pub mod conninfo;
 pub mod convert;

@@ -1,5 +1,28 @@
-//! The PostgreSQL runtime: everything that talks to the server (settings, shared memory, files,
-//! the WAL, catalogs, connections) to run the rules of `crate::core`.
+//! The PostgreSQL runtime: everything that talks to the server or the operating system
+//! (settings, shared memory, files, the WAL, catalogs, connections) to run the rules of
+//! `crate::core`. It never imports `crate::api`.
+//!
+//! The modules, from the bottom up. Each imports `crate::core` and only the runtime modules listed
+//! before it (`scripts/check-layers.py`, in `make test`'s static checks, keeps this true):
+//!
+//! 1. `errors`: every error, warning and log line, with its SQLSTATE; the one place an
+//!    `ErrorReport` is built.
+//! 2. `restricted`: running a closure as a table's owner under a security-restricted operation.
+//! 3. `sysclock`: the operating system's clocks, unshifted, and whether the kernel uses the TSC.
+//! 4. `guc`: every `snowflake_id.*` setting: registration, checks, accessors.
+//! 5. `clock`: the generators' clock (the TSC or `clock_gettime`, plus the test offset), and
+//!    interruptible waits.
+//! 6. `keys`: the key file of public ids, read once per transaction.
+//! 7. `reservation_file`: the reservation file's I/O.
+//! 8. `shmem`: all shared memory, and the protocol that guards it.
+//! 9. `wal`: the WAL record that carries the reservation to standbys.
+//! 10. `reservation`: renewing, recovering, replaying and advancing the reservation.
+//! 11. `space`: the first id in a database checks its recorded id space and waits for its floor.
+//! 12. `generate`: the guarded path every generator's word goes through.
+//! 13. `snowflake`: snowflake ids for a shard, and from the server's own shards.
+//! 14. `uuidv7`: UUIDv7s from the one generator every backend shares.
+//! 15. `convert`: converting key columns: catalog reads, locks, the plan run.
+//! 16. `fleet`: the fleet check's connections to other servers.
 
 pub mod clock;
 pub mod convert;

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Checks that src/ keeps its three layers, each importing only what lies below it.
+
+- src/core/ is pure Rust: it never names pgrx, and each of its modules imports only core modules
+  listed before it in src/core/mod.rs's numbered order.
+- src/runtime/ talks to PostgreSQL: each module imports core modules, and runtime modules listed
+  before it in src/runtime/mod.rs's numbered order.
+- src/api/ is the SQL surface: its files import core, runtime and the API layer's root
+  (src/api/mod.rs), never one another.
+- Nothing but lib.rs and the API layer names api.
+
+Every module file must appear in its layer's order, and every name in an order must be a module.
+Imports are read from the code with comments and string literals removed: `crate::a::b` and
+`super::` paths (also inside `use` groups), resolved to the module files they name. Test modules
+count like any other code. Run from anywhere; exits 1 and names each offending import.
+"""
+
+import os
+import re
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+
+
+def strip(src):
+    """The source with comments removed and string and char literals emptied."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+        elif src.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if src.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif src.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif (m := re.match(r'(?:b|c)?r(#*)"', src[i:])) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+            end = '"' + m.group(1)
+            i = src.index(end, i + len(m.group(0))) + len(end)
+            out.append('""')
+        elif src[i] == '"':
+            j = i + 1
+            while src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            i = j + 1
+            out.append('""')
+        elif m := re.match(r"'(\\.[^']*|[^\\'])'", src[i:]):
+            i += len(m.group(0))
+            out.append("' '")
+        else:
+            out.append(src[i])
+            i += 1
+    return "".join(out)
+
+
+def modules():
+    """Every module file: its path, as `runtime::guc` ('' for lib.rs)."""
+    found = {}
+    for dirpath, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".rs"):
+                path = os.path.join(dirpath, f)
+                parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+                if parts[-1] in ("mod", "lib"):
+                    parts = parts[:-1]
+                found["::".join(parts)] = path
+    return found
+
+
+def imports(module, text, names):
+    """The modules `module`'s code (`text`, stripped) names, other than itself and its parents."""
+    # Where each inline `mod name { ... }` starts and ends, so that `super` is resolved from the
+    # module it is written in.
+    inline, stack, depth = [], [], 0
+    for m in re.finditer(r"\bmod\s+([A-Za-z_]\w*)\s*\{|\{|\}", text):
+        if m.group(1):
+            depth += 1
+            stack.append((m.group(1), depth, m.start()))
+        elif m.group(0) == "{":
+            depth += 1
+        else:
+            if stack and stack[-1][1] == depth:
+                name, _, start = stack.pop()
+                inline.append((start, m.end(), name))
+            depth -= 1
+    base = module.split("::") if module else []
+
+    def scope(pos):
+        inner = sorted((s, name) for s, e, name in inline if s <= pos < e)
+        return base + [name for _, name in inner]
+
+    def resolve(head, segments, pos):
+        path = [] if head == "crate" else scope(pos)[:-1]
+        while segments and segments[0] == "super":
+            path, segments = path[:-1], segments[1:]
+        best = None
+        for s in segments:
+            path = path + [s]
+            if "::".join(path) in names:
+                best = "::".join(path)
+        return best
+
+    found = set()
+    for m in re.finditer(r"\b(crate|super)((?:\s*::\s*(?:super|[A-Za-z_]\w*))*)(\s*::\s*\{([^{}]*)\})?", text):
+        segments = [s for s in re.split(r"\s*::\s*", m.group(2)) if s]
+        targets = [resolve(m.group(1), segments, m.start())]
+        for item in (m.group(4) or "").split(","):
+            item = re.split(r"[\s:]", item.strip())[0]
+            if item:
+                targets.append(resolve(m.group(1), segments + [item], m.start()))
+        found.update(t for t in targets if t and t != module and not module.startswith(t + "::"))
+    return found
+
+
+def order(mod_rs):
+    """The numbered order in a layer's mod.rs comment: lines such as `//! 3. `layout`: ...`."""
+    text = open(mod_rs, encoding="utf-8").read()
+    return re.findall(r"^//!\s+\d+\.\s+\[?`(\w+)`", text, re.M)
+
+
+def main():
+    names = modules()
+    problems = []
+    ranks = {}
+    for layer in ("core", "runtime"):
+        listed = order(os.path.join(ROOT, layer, "mod.rs"))
+        files = sorted(n.split("::")[1] for n in names if n.startswith(layer + "::") and n.count("::") == 1)
+        for name in sorted(set(files) - set(listed)):
+            problems.append(f"src/{layer}/{name}.rs is not in the numbered order of src/{layer}/mod.rs")
+        for name in sorted(set(listed) - set(files)):
+            problems.append(f"src/{layer}/mod.rs lists `{name}`, which is no module of src/{layer}/")
+        if len(listed) != len(set(listed)):
+            problems.append(f"src/{layer}/mod.rs lists a module twice")
+        for rank, name in enumerate(listed):
+            ranks[f"{layer}::{name}"] = (layer, rank)
+    for module, path in sorted(names.items()):
+        raw = open(path, encoding="utf-8").read()
+        text = strip(raw)
+        where = os.path.relpath(path, os.path.join(ROOT, ".."))
+        layer = module.split("::")[0] if module else ""
+        if layer == "core" and re.search(r"\bpgrx\b", text):
+            problems.append(f"{where}: the pure core names pgrx")
+        for target in sorted(imports(module, text, names)):
+            target_layer = target.split("::")[0]
+            top = "::".join(target.split("::")[:2])
+            if layer == "core" and target_layer != "core":
+                problems.append(f"{where}: the core imports {target}")
+            elif layer == "runtime" and target_layer not in ("core", "runtime"):
+                problems.append(f"{where}: the runtime imports {target}")
+            elif layer == "api" and target_layer == "api" and target != "api" and module != "api":
+                problems.append(f"{where}: {module} imports {target}; API files share code through src/api/mod.rs only")
+            elif layer in ("core", "runtime") and target_layer == layer and target != layer:
+                mine, theirs = ranks.get(module), ranks.get(top)
+                if mine and theirs and theirs[1] >= mine[1]:
+                    problems.append(
+                        f"{where}: {module} imports {top}, which does not come before it in src/{layer}/mod.rs's order"
+                    )
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"check-layers: {len(problems)} problem(s); see CONTRIBUTING.md, \"The module map\"", file=sys.stderr)
+        return 1
+    print(f"check-layers: {len(names)} modules keep their layers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
