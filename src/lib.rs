@@ -24,6 +24,10 @@ use pgrx::prelude::*;
 
 pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.3.0");
 
+// The install script's hand-written part (functions declared in SQL, the record of the id space,
+// the statistics view, comments and grants), after every definition pgrx derives from the code.
+extension_sql_file!("../sql/finalize.sql", finalize);
+
 /// Registers the settings, and when preloaded, the shared memory.
 #[pg_guard]
 #[allow(non_snake_case)]

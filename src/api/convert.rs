@@ -62,21 +62,3 @@ fn snowflake_unconvert(
     let col = errors::required(col, "col")?.to_string_lossy();
     convert::unconvert_column(tbl, &col, dry_run).map(SetOfIterator::new)
 }
-
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
-RETURNS SETOF text
-LANGUAGE c VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-SET row_security = off
-AS 'MODULE_PATHNAME', 'snowflake_convert_wrapper';
-CREATE FUNCTION snowflake_unconvert(tbl regclass, col name, dry_run boolean DEFAULT false)
-RETURNS SETOF text
-LANGUAGE c VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-SET row_security = off
-AS 'MODULE_PATHNAME', 'snowflake_unconvert_wrapper';
-"#,
-    name = "convert",
-);

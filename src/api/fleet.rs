@@ -92,13 +92,3 @@ fn snowflake_fleet_check(
 /// statement, whose snapshot holds back vacuum while it waits.
 const MAX_PEERS: usize = 64;
 const MAX_TIMEOUT_US: i64 = 60_000_000;
-
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowflake_fleet_info() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_fleet_info() TO pg_monitor;
-REVOKE ALL ON FUNCTION snowflake_fleet_check(text[], interval, interval) FROM PUBLIC;
-"#,
-    name = "fleet_grants",
-    requires = [snowflake_fleet_info, snowflake_fleet_check]
-);

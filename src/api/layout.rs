@@ -13,7 +13,7 @@ use crate::runtime::{errors, guc, space};
 /// STABLE: the defaults are the server's settings, fixed while it runs but set in
 /// postgresql.conf. PARALLEL SAFE: reads settings only.
 ///
-/// The layout is a `text`, read here as its bytes (the SQL declaration below says `text`): pgrx's
+/// The layout is a `text`, read here as its bytes (its declaration in sql/finalize.sql says `text`): pgrx's
 /// `&str` panics on text that is not UTF-8, which a database in another encoding passes.
 #[pg_extern(stable, parallel_safe, sql = false)]
 fn snowflake_layout(
@@ -81,18 +81,6 @@ fn layout_text(bytes: &[u8]) -> Result<&str, ErrorReport> {
     std::str::from_utf8(bytes).ok().filter(|t| t.is_ascii()).ok_or_else(|| errors::bad_layout(&LayoutError::NotAscii))
 }
 
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_layout(layout text DEFAULT NULL, epoch timestamptz DEFAULT NULL)
-RETURNS TABLE (layout text, epoch timestamptz, time_bits int, shard_bits int, seq_bits int, tick_ms int,
-               max_shard int, ids_per_ms double precision, ids_per_second bigint,
-               last_timestamp timestamptz, lifetime_years double precision)
-LANGUAGE c STABLE PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
-"#,
-    name = "snowflake_layout"
-);
-
 /// The trigger on `snowflake_id_space` (`crate::runtime::space::record_changed`). A statement
 /// trigger, AFTER, so its result is ignored.
 ///
@@ -114,53 +102,6 @@ pub extern "C" fn pg_finfo_snowflake_id_space_changed() -> &'static pg_sys::Pg_f
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
 }
-
-// The database's record of its id space (crate::runtime::space): the layout and epoch its snowflake ids
-// are made under, written when the extension is created and dumped with the data, and the floor
-// of the ids minted in it (minted_before), which the extension advances in place and a dump or
-// pg_upgrade carries. A restore into a database that already has the extension adds the dumped
-// rows to its own: any row that names another space than the server's makes snowflake_next
-// refuse, and the latest floor counts. A row without a floor (a dump from 0.2.0, a row a DBA
-// adds) gets 'infinity': unknown. The trigger makes backends that already checked read it again.
-// Its replica identity is a unique index on the columns the extension never writes in place, so
-// that a publication FOR ALL TABLES replicates its UPDATEs and DELETEs (the floors differ on each
-// side: logical replication does not carry in-place writes). It lives in a schema of its own
-// that PUBLIC may not use: a role that can name a table can lock it (a PREPARE locks before
-// privileges are checked, CREATE RULE asks for ACCESS EXCLUSIVE before ownership is), and a
-// lock held with a stronger request queued behind would hold up the first ids of new sessions.
-// Naming needs USAGE on the schema, checked before any lock is taken. The database's owner
-// keeps USAGE and SELECT, so that its pg_dump dumps the rows.
-extension_sql!(
-    r#"
-CREATE SCHEMA snowflake_id_private;
-COMMENT ON SCHEMA snowflake_id_private IS 'The snowflake_id extension''s record of this database''s id space; PUBLIC may not use it';
-GRANT USAGE ON SCHEMA snowflake_id_private TO pg_database_owner;
-CREATE TABLE snowflake_id_private.snowflake_id_space (
-    layout text NOT NULL,
-    epoch timestamptz NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now(),
-    minted_before timestamptz NOT NULL DEFAULT 'infinity'
-);
-COMMENT ON TABLE snowflake_id_private.snowflake_id_space IS 'The layout and epoch this database''s snowflake ids were minted under; checked before the first id of each session';
-COMMENT ON COLUMN snowflake_id_private.snowflake_id_space.minted_before IS 'Every id minted in this database lies before this time (-infinity: none yet; infinity: unknown); advanced by the extension';
-SELECT pg_catalog.pg_extension_config_dump('snowflake_id_private.snowflake_id_space', '');
--- Not readable by PUBLIC; the database's owner reads it, so that its pg_dump dumps the rows.
-REVOKE ALL ON snowflake_id_private.snowflake_id_space FROM PUBLIC;
-GRANT SELECT ON snowflake_id_private.snowflake_id_space TO pg_database_owner;
-CREATE UNIQUE INDEX snowflake_id_space_key ON snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at);
-ALTER TABLE snowflake_id_private.snowflake_id_space REPLICA IDENTITY USING INDEX snowflake_id_space_key;
--- VOLATILE, PARALLEL UNSAFE: it moves a counter in shared memory, and only a trigger calls it.
-CREATE FUNCTION snowflake_id_space_changed() RETURNS trigger
-LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'snowflake_id_space_changed';
-REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
-CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_private.snowflake_id_space
-FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
-ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
-INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, minted_before) SELECT layout, epoch, '-infinity' FROM snowflake_layout();
-"#,
-    name = "snowflake_id_space",
-    requires = ["snowflake_layout"]
-);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

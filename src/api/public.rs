@@ -94,27 +94,3 @@ fn snowflake_public_keys(
 {
     Ok(TableIterator::new(keys::describe()?))
 }
-
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_to_public(id bigint, context text DEFAULT '') RETURNS text
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'snowflake_to_public_wrapper';
-CREATE FUNCTION snowflake_from_public(token text, context text DEFAULT '') RETURNS bigint
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
-CREATE FUNCTION uuidv7_to_public(id uuid, context text DEFAULT '') RETURNS uuid
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'uuidv7_to_public_wrapper';
-CREATE FUNCTION uuidv7_from_public(token uuid, context text DEFAULT '') RETURNS uuid
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'uuidv7_from_public_wrapper';
-CREATE FUNCTION uuidv7_public_candidates(token uuid, context text DEFAULT '') RETURNS uuid[]
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'uuidv7_public_candidates_wrapper';
-REVOKE ALL ON FUNCTION snowflake_public_keys() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_public_keys() TO pg_monitor;
-"#,
-    name = "public_ids",
-    requires = [snowflake_public_keys]
-);

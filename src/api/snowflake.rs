@@ -58,7 +58,7 @@ pub(crate) fn snowflake_next_default() -> i64 {
 /// fully guarded. Nothing was issued on the fast path in that case.
 ///
 /// # Safety
-/// Called by PostgreSQL's fmgr with the one `int` argument the SQL declaration below gives it.
+/// Called by PostgreSQL's fmgr with the one `int` argument its declaration in sql/finalize.sql gives it.
 #[unsafe(no_mangle)]
 #[doc(hidden)]
 pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
@@ -88,16 +88,6 @@ pub extern "C" fn pg_finfo_snowflake_next_fast() -> &'static pg_sys::Pg_finfo_re
     const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
     &V1
 }
-
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_next(shard int) RETURNS bigint
-LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-AS 'MODULE_PATHNAME', 'snowflake_next_fast';
-COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
-"#,
-    name = "snowflake_next"
-);
 
 fn parts(id: i64) -> Result<Parts, ErrorReport> {
     let layout = guc::layout();
@@ -137,21 +127,6 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     let layout = guc::layout();
     layout.max_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
-
-// `snowflake_decode` returns a record with OUT parameters, so it serves both
-// `SELECT * FROM snowflake_decode(id)` and `(snowflake_decode(id)).shard`. pgrx 0.18 has no
-// OUT-parameter return, so it is declared in SQL over the three readers above.
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int)
-RETURNS record
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-AS $$ SELECT @extschema@.snowflake_timestamp(id), @extschema@.snowflake_shard(id), @extschema@.snowflake_seq(id) $$;
-COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
-"#,
-    name = "snowflake_decode",
-    requires = [snowflake_timestamp, snowflake_shard, snowflake_seq]
-);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

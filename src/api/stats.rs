@@ -81,7 +81,7 @@ fn snowflake_id_stats() -> Result<
     Ok(TableIterator::new(rows))
 }
 
-/// Zeroes the statistics (not the generators' state). Superuser only (see the REVOKE below).
+/// Zeroes the statistics (not the generators' state). Superuser only (its REVOKE is in sql/finalize.sql).
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_id_stats_reset() -> Result<(), ErrorReport> {
     shmem::reset_statistics(guc::layout()).map_err(|_| errors::not_preloaded())
@@ -106,25 +106,6 @@ fn snowflake_id_reservation() -> Result<
     Ok(TableIterator::once((ts(until)?, FILE_NAME.to_owned(), i64::try_from(writes).unwrap_or(i64::MAX), ts(at)?)))
 }
 
-// The statistics show every database's shard activity, and the reservation's writes the server's
-// mint rate, so, as PostgreSQL does for its own cluster-wide statistics, they are for pg_monitor
-// (and superusers), not PUBLIC.
-extension_sql!(
-    r#"
-CREATE VIEW snowflake_id_stats AS SELECT * FROM snowflake_id_stats();
-COMMENT ON VIEW snowflake_id_stats IS 'Ids issued, leads, waits, clock steps back and errors per generator, since start or the last reset';
-REVOKE ALL ON FUNCTION snowflake_id_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_id_stats() TO pg_monitor;
-REVOKE ALL ON snowflake_id_stats FROM PUBLIC;
-GRANT SELECT ON snowflake_id_stats TO pg_monitor;
-REVOKE ALL ON FUNCTION snowflake_id_stats_reset() FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowflake_id_reservation() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
-"#,
-    name = "snowflake_id_stats_view",
-    requires = [snowflake_id_stats, snowflake_id_stats_reset, snowflake_id_reservation]
-);
-
 /// Moves every generator, and the durable reservation, so that the next id of each is at or
 /// after `ts`. For a promoted standby, which does not have the old primary's reservation file.
 /// Generators only move forward; a `ts` in the past changes nothing. Superuser only.
@@ -134,9 +115,3 @@ GRANT EXECUTE ON FUNCTION snowflake_id_reservation() TO pg_monitor;
 fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
     super::timestamptz_from_ms(reservation::advance(super::unix_ms(ts)?)?)
 }
-
-extension_sql!(
-    "REVOKE ALL ON FUNCTION snowflake_id_advance(timestamptz) FROM PUBLIC;\n",
-    name = "snowflake_id_advance_grant",
-    requires = [snowflake_id_advance]
-);

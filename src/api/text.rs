@@ -4,7 +4,7 @@
 //! Volatility: IMMUTABLE, STRICT and PARALLEL SAFE. The texts depend on the value alone, never
 //! on a setting (a snowflake id's text is its 63 bits, whatever the layout).
 //!
-//! The text arguments are read as bytes (the SQL declarations below say `text`): pgrx's `&str`
+//! The text arguments are read as bytes (their declarations in sql/finalize.sql say `text`): pgrx's `&str`
 //! panics on text that is not UTF-8, which a database in another encoding passes. Once
 //! detoasted, their length is checked before anything else looks at them, and an error quotes
 //! at most 32 bytes of them, non-ASCII bytes escaped, so that the message is valid in any
@@ -43,15 +43,3 @@ fn uuid_to_ulid(id: pgrx::Uuid) -> String {
 fn ulid_to_uuid(t: &[u8]) -> Result<pgrx::Uuid, ErrorReport> {
     text::ulid_to_uuid(t).map(pgrx::Uuid::from_bytes).map_err(|e| bad_text("a ULID", t, e))
 }
-
-extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_from_text(t text) RETURNS bigint
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'snowflake_from_text_wrapper';
-CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'ulid_to_uuid_wrapper';
-"#,
-    name = "text_forms"
-);
