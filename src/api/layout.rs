@@ -146,8 +146,8 @@ mod tests {
 
     #[pg_test]
     fn a_layout_beyond_postgres_timestamps_ends_at_infinity() {
-        // 2^50 ticks of a second end in the year 35 million: past PostgreSQL's range, not at the
-        // largest i64 of microseconds (294247-01-10), which the end used to be clamped to.
+        // 2^50 ticks of a second end in the year 35 million: past PostgreSQL's range, so the end
+        // is infinity, never a clamp to the largest i64 of microseconds (294247-01-10).
         let s = Spi::get_one::<String>("SELECT last_timestamp::text FROM snowflake_layout('50/5/8@1000ms')");
         assert_eq!(s, Ok(Some("infinity".into())));
         let s = Spi::get_one::<String>("SELECT last_timestamp::text FROM snowflake_layout('48/7/8@10ms')");
@@ -156,14 +156,16 @@ mod tests {
 
     #[pg_test(error = "invalid snowflake layout")]
     fn a_layout_ending_beyond_an_i64_of_milliseconds_is_refused() {
-        // Its last tick starts at i64::MAX ms; its end used to overflow (XX000 in a debug build).
+        // Its last tick starts at i64::MAX ms, so its end does not fit an i64: refused (22023),
+        // never an overflow (XX000 in a debug build).
         Spi::run("SELECT * FROM snowflake_layout('62/0/1@2ms', '1970-01-01 00:00:00.001+00')").unwrap();
     }
 
     #[pg_test]
     fn a_huge_layout_text_is_refused_with_a_short_detail() {
-        // 300 MB used to be split into a Vec and echoed whole into the DETAIL, and a failed
-        // allocation aborts the backend. 30 MB keeps the test quick; the refusal does not read it.
+        // A long text is refused before it is split or quoted: splitting 300 MB into a Vec, or
+        // echoing it into the DETAIL, could fail to allocate, which aborts the backend. 30 MB
+        // keeps the test quick; the refusal does not read it.
         Spi::run(
             "DO $$
              DECLARE detail text;

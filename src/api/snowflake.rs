@@ -46,16 +46,17 @@ pub(crate) fn snowflake_next_default() -> i64 {
 
 /// PostgreSQL's entry point for `snowflake_next(int)`.
 ///
-/// The function runs once per row of tables that take billions of rows, and pgrx's guarded
-/// wrapper (catch_unwind, error-context bookkeeping, moving a `Result`-sized value) cost about
-/// 4 ns a call (`make bench`), a seventh of the whole function today. So the common case, a valid shard whose next id lies within
-/// the lead and below the reservation, is served here: argument, layout and fencing checks, one
-/// clock read (the TSC when `snowflake_id.clock_source` allows), one compare-and-swap, and on a
-/// tick's first id one counter add. It allocates nothing, raises nothing and takes
-/// no lock; a panic is caught just the same. Anything else (NULL, a bad or fenced shard, no
-/// preload, a backend that has not yet checked for recovery and its database's id space, a lost race, a wait, a reservation
-/// to renew, an error) goes to the pgrx wrapper of [`snowflake_next`], which does it all again,
-/// fully guarded. Nothing was issued on the fast path in that case.
+/// The function runs once per row of tables that take billions of rows, and pgrx's guarded wrapper
+/// adds work to every call (catch_unwind, error-context bookkeeping, moving a `Result`-sized
+/// value). So the common case, a valid shard whose next id lies within the lead and below the
+/// reservation, is served here (`crate::runtime::snowflake::try_next_id_fast`): argument, layout
+/// and fencing checks, one clock read (the TSC when `snowflake_id.clock_source` allows), one
+/// compare-and-swap, and on a tick's first id one counter add. It allocates nothing, raises
+/// nothing and takes no lock; a panic is caught just the same. Anything else (NULL, a bad or
+/// fenced shard, no preload, a backend that has not yet checked for recovery and its database's
+/// id space, a lost race, a wait, a reservation to renew, an error) goes to the pgrx wrapper of
+/// [`snowflake_next`], which does it all again, fully guarded. Nothing was issued on the fast path
+/// in that case. `make bench` measures both entries.
 ///
 /// # Safety
 /// Called by PostgreSQL's fmgr with the one `int` argument its declaration in sql/finalize.sql gives it.
@@ -136,8 +137,8 @@ mod tests {
     use crate::core::layout::{Layout, DEFAULT_EPOCH_UNIX_MS};
 
     fn sqlstate(sql: &str) -> String {
-        // Run the statement in a subtransaction-free way: PL/pgSQL catches the error and
-        // returns its SQLSTATE.
+        // The statement's SQLSTATE: a PL/pgSQL block's EXCEPTION clause (a subtransaction, rolled
+        // back with the error) catches it and leaves it in a setting the next query reads.
         Spi::get_one::<String>(&format!(
             "DO $d$ BEGIN PERFORM ({sql}); RAISE EXCEPTION 'no error' USING ERRCODE = 'P0001';
              EXCEPTION WHEN OTHERS THEN

@@ -602,9 +602,9 @@ pub(crate) mod tests {
         assert_eq!(l.tick_of_unix_ms(i64::MAX), Ok(l.max_ticks()));
         assert_eq!(l.max_id_at(i64::MAX), Ok(l.max_id()));
         assert_eq!(l.tick_start_unix_ms(l.max_ticks()), i64::MAX - 1);
-        // ... so one millisecond later the last tick starts at i64::MAX and ends past it. That
-        // used to be accepted, and last_unix_ms() overflowed (a panic in a debug build, a wrap
-        // to i64::MIN in a release build).
+        // ... so one millisecond later the last tick starts at i64::MAX and ends past it: refused,
+        // so that last_unix_ms() never overflows (a panic in a debug build, a wrap to i64::MIN in
+        // a release build).
         assert_eq!(Layout::new(w, 1), Err(LayoutError::OutlivesTime));
         assert_eq!(Layout::new(w, i64::MAX), Err(LayoutError::OutlivesTime));
         // Ticks no id holds start past the end, saturating at i64::MAX rather than wrapping.

@@ -224,8 +224,8 @@ mod tests {
         assert_eq!(unix_us_from_pg_us(0), Some(946_684_800_000_000));
         assert_eq!(pg_us_from_unix_us(-1).and_then(unix_us_from_pg_us), Some(-1));
         assert_eq!(unix_us_from_pg_us(i64::MAX - 1), None);
-        // Far before PostgreSQL's first timestamp the difference leaves an i64: None, where the
-        // subtraction used to panic (debug) or wrap to a time near i64::MAX (release).
+        // Far before PostgreSQL's first timestamp the difference leaves an i64: None, never a
+        // panic (debug) or a wrap to a time near i64::MAX (release).
         assert_eq!(pg_us_from_unix_us(i64::MIN), None);
         assert_eq!(pg_us_from_unix_us(i64::MIN + PG_EPOCH_UNIX_US), Some(i64::MIN));
         assert_eq!(pg_us_from_unix_us(i64::MAX), Some(i64::MAX - PG_EPOCH_UNIX_US));

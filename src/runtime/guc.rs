@@ -199,7 +199,7 @@ pub fn init() {
     GucRegistry::define_enum_guc(
         c"snowflake_id.clock_source",
         c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system (clock_gettime on every call).",
-        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 12 microseconds, which halves the cost of a clock read. Either keeps ids unique.",
+        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 12 microseconds, which makes a clock read cheaper. Either keeps ids unique.",
         &CLOCK_SOURCE,
         GucContext::Suset,
         GucFlags::default(),

@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    2,176 bytes (17 cache-line pairs)
+//! Header                                    4,736 bytes (37 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -37,8 +37,8 @@
 //!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
-//! The header is 2,176 bytes (17 cache-line pairs). With the default layout that is 8192 + 1
-//! slots, about 1 MiB.
+//! The header's size is asserted where `Header` is defined. With the default layout the segment
+//! holds 8192 + 1 slots, about 1 MiB.
 //!
 //! # Protocol
 //! - **`shard_count`** is written once, in the postmaster's `shmem_startup_hook` under the
