@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: set up from nothing, then run every test on every PostgreSQL
 # version in PG_VERSIONS (default "15 18"; CI runs "14 15 16 17 18"):
-#   1. static checks: rustfmt, clippy, that each layer of src/ imports only the ones below it and
+#   1. static checks: rustfmt with the line width and import groups it cannot enforce itself
+#      (scripts/check-style.py), clippy, that each layer of src/ imports only the ones below it and
 #      the pure core never names pgrx (scripts/check-layers.py), that the release metadata agree
 #      (scripts/check-release.py: META.json, Cargo.toml, CHANGELOG.md),
 #      that docs/errors.md lists every SQLSTATE the code raises (scripts/check-errors.py), and that
@@ -41,6 +42,7 @@ log "static checks"
 static_failed=0
 cargo fmt --check || static_failed=1
 python3 scripts/check-layers.py || static_failed=1
+python3 scripts/check-style.py || static_failed=1
 cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1

@@ -126,7 +126,8 @@ mod tests {
     #[pg_test]
     fn bit_budget_of_the_presets() {
         let s = Spi::get_one::<String>(
-            "SELECT string_agg(concat_ws(' ', layout, max_shard, ids_per_ms, ids_per_second, round(lifetime_years::numeric, 1)), '; ' ORDER BY p)
+            "SELECT string_agg(concat_ws(' ', layout, max_shard, ids_per_ms, ids_per_second,
+               round(lifetime_years::numeric, 1)), '; ' ORDER BY p)
              FROM unnest(ARRAY['default', 'twitter', 'sonyflake']) WITH ORDINALITY u(p, o),
                   LATERAL snowflake_layout(p)",
         );

@@ -88,9 +88,12 @@ fn uuidv7_public_candidates(token: pgrx::Uuid, context: &[u8]) -> Result<Vec<pgr
 
 /// The configured keys, without their secrets: version, whether it encodes, and a fingerprint to
 /// compare servers by. STABLE for the reason above; the fingerprint reveals nothing of the key.
+// rustfmt keeps this return type on one line past the width; pgrx must read it spelled out.
+#[rustfmt::skip]
 #[pg_extern(stable, parallel_safe)]
-fn snowflake_public_keys(
-) -> Result<TableIterator<'static, (name!(version, i32), name!(encodes, bool), name!(fingerprint, String))>, ErrorReport>
-{
+fn snowflake_public_keys() -> Result<
+    TableIterator<'static, (name!(version, i32), name!(encodes, bool), name!(fingerprint, String))>,
+    ErrorReport,
+> {
     Ok(TableIterator::new(keys::describe()?))
 }

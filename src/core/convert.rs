@@ -191,21 +191,31 @@ impl fmt::Display for ConvertError {
             ConvertError::Generated => write!(f, "the column is a generated column"),
             ConvertError::OtherDefault(d) => write!(f, "the column's default is {d}, not nextval() of a sequence"),
             ConvertError::SequenceNotOwned { sequence } => {
-                write!(f, "the sequence {sequence} is not owned by the column, so code the catalogs do not record may use it")
+                write!(
+                    f,
+                    "the sequence {sequence} is not owned by the column, so code the catalogs do not record may \
+                    use it"
+                )
             }
             ConvertError::SequenceShared { sequence } => {
                 write!(f, "the sequence {sequence} is also used by another column's default or by a view")
             }
             ConvertError::IdentityShared { sequence } => write!(
                 f,
-                "the identity sequence {sequence} is also used by another column's default or by a view, so DROP IDENTITY would fail"
+                "the identity sequence {sequence} is also used by another column's default or by a view, so DROP \
+                    IDENTITY would fail"
             ),
             ConvertError::CannotCreate { sequence } => write!(
                 f,
-                "keeping the identity sequence {sequence} means creating it again, and the caller may not create objects in its schema"
+                "keeping the identity sequence {sequence} means creating it again, and the caller may not create \
+                    objects in its schema"
             ),
             ConvertError::ForeignDescendant { table } => {
-                write!(f, "its partition or child {table} is a foreign table, whose rows this server cannot lock or check")
+                write!(
+                    f,
+                    "its partition or child {table} is a foreign table, whose rows this server cannot lock or \
+                    check"
+                )
             }
             ConvertError::DescendantNotOwned { table } => {
                 write!(f, "the caller does not own its partition or child {table}, which the change would alter too")
@@ -217,11 +227,16 @@ impl fmt::Display for ConvertError {
             ConvertError::Descending { sequence } => write!(f, "the identity sequence {sequence} counts down"),
             ConvertError::IdsAboveSnowflake { max, first } => write!(
                 f,
-                "the column holds ids up to {max}, at or above {first}, the next snowflake id: new ids would not sort after them, and could meet them"
+                "the column holds ids up to {max}, at or above {first}, the next snowflake id: new ids would not sort \
+                    after them, and could meet them"
             ),
             ConvertError::Nullable => write!(f, "the column is not NOT NULL, which an identity needs"),
             ConvertError::InHierarchy => {
-                write!(f, "the table is partitioned, has inheritance children, or is a partition or a child, and one identity would not cover the tree")
+                write!(
+                    f,
+                    "the table is partitioned, has inheritance children, or is a partition or a child, and one \
+                    identity would not cover the tree"
+                )
             }
             ConvertError::NotConverted => write!(f, "the column's default is not snowflake_next()"),
         }

@@ -242,10 +242,11 @@ pub fn decrypt<C: Block16>(cipher: &C, domain: &Domain, tweak: &[u8], y: u128) -
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use aes::cipher::KeyInit;
     use aes::{Aes128, Aes192, Aes256};
     use proptest::prelude::*;
+
+    use super::*;
 
     const KEY: [u8; 32] = [
         0x2B, 0x7E, 0x15, 0x16, 0x28, 0xAE, 0xD2, 0xA6, 0xAB, 0xF7, 0x15, 0x88, 0x09, 0xCF, 0x4F, 0x3C, 0xEF, 0x43,

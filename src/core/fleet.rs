@@ -176,7 +176,8 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                     format!("{}, epoch {}", me.layout, me.epoch_unix_ms)
                 } else {
                     format!(
-                        "{} with epoch {} here, {} with epoch {} on this server: the same bits mean other times and shards",
+                        "{} with epoch {} here, {} with epoch {} on this server: the same bits mean other times and \
+                            shards",
                         me.layout, me.epoch_unix_ms, l.layout, l.epoch_unix_ms
                     )
                 },
@@ -215,7 +216,9 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                 if me.in_recovery {
                     "snowflake_id.shards is \"*\": promoted, this standby's snowflake_next() would refuse".into()
                 } else {
-                    "snowflake_id.shards is \"*\": this server was never told which shards it owns, and snowflake_next() refuses there".into()
+                    "snowflake_id.shards is \"*\": this server was never told which shards it owns, and \
+                        snowflake_next() refuses there"
+                        .into()
                 },
                 serde_json::json!({ "shards": me.shards }),
             ),
@@ -233,7 +236,13 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                             format!("owns {}, as does {}: both may mint the same ids", me.shards, overlaps(&o))
                         }
                     },
-                    serde_json::json!({ "shards": me.shards, "overlaps": o.iter().map(|&(j, s)| serde_json::json!({ "peer": labels[j], "shard": s })).collect::<Vec<_>>() }),
+                    serde_json::json!({
+                        "shards": me.shards,
+                        "overlaps": o
+                            .iter()
+                            .map(|&(j, s)| serde_json::json!({ "peer": labels[j], "shard": s }))
+                            .collect::<Vec<_>>(),
+                    }),
                 );
             }
         }
@@ -271,10 +280,15 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                 format!("system identifier {}, timeline {}", me.system_identifier, me.timeline)
             } else {
                 format!(
-                    "system identifier {} on timeline {}, also that of {}: a copy of one cluster running as a second primary, with its settings",
+                    "system identifier {} on timeline {}, also that of {}: a copy of one cluster running as a second \
+                        primary, with its settings",
                     me.system_identifier,
                     me.timeline,
-                    clones.iter().map(|&j| format!("{} on timeline {}", labels[j], info(j).map_or(0, |o| o.timeline))).collect::<Vec<_>>().join(", ")
+                    clones
+                        .iter()
+                        .map(|&j| format!("{} on timeline {}", labels[j], info(j).map_or(0, |o| o.timeline)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             },
             serde_json::json!({ "system_identifier": me.system_identifier, "timeline": me.timeline }),
@@ -315,7 +329,14 @@ pub fn judge(labels: &[String], servers: &[Reached], limits: &Limits) -> Vec<Fin
                                 labels[j],
                                 limits.max_skew_us as f64 / 1000.0
                             ),
-                            serde_json::json!({ "offset_us": off, "error_us": err, "worst_pair": labels[j], "worst_offset_us": d, "worst_error_us": e, "max_skew_us": limits.max_skew_us }),
+                            serde_json::json!({
+                                "offset_us": off,
+                                "error_us": err,
+                                "worst_pair": labels[j],
+                                "worst_offset_us": d,
+                                "worst_error_us": e,
+                                "max_skew_us": limits.max_skew_us,
+                            }),
                         );
                     }
                 }

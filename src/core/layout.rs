@@ -374,17 +374,20 @@ impl fmt::Display for LayoutError {
         match self {
             LayoutError::TooLong { len, max } => write!(
                 f,
-                "A layout of {len} bytes is too long: a layout is at most {max} bytes, such as sonyflake or 39/16/8@10ms."
+                "A layout of {len} bytes is too long: a layout is at most {max} bytes, such as sonyflake or \
+                    39/16/8@10ms."
             ),
             LayoutError::Syntax(s) => write!(
                 f,
-                "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
+                "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths \
+                    with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
             ),
             LayoutError::BadEpoch(why) => f.write_str(why),
             LayoutError::NotAscii => f.write_str("A layout is ASCII text, such as sonyflake or 39/16/8@10ms."),
             LayoutError::TooWide { widths, total } => write!(
                 f,
-                "Layout {}/{}/{} needs {total} bits, but ids have {ID_BITS}: the sign bit stays clear so that ids never go negative.",
+                "Layout {}/{}/{} needs {total} bits, but ids have {ID_BITS}: the sign bit stays clear so that ids \
+                    never go negative.",
                 widths.time_bits, widths.shard_bits, widths.seq_bits
             ),
             LayoutError::FieldOutOfRange { field, value, min, max } if *field == "tick" => {
@@ -625,9 +628,10 @@ pub(crate) mod tests {
 
     /// Property tests: the parser and every method of [`Layout`] are total.
     pub(crate) mod props {
+        use proptest::prelude::*;
+
         use super::super::*;
         use crate::core::excerpt::tests::any_text;
-        use proptest::prelude::*;
 
         /// Widths within validate's bounds, with the extremes of each field weighted up.
         fn valid_widths() -> impl Strategy<Value = Widths> {

@@ -695,8 +695,9 @@ mod tests {
     #[test]
     fn the_lead_bound_forces_a_wait() {
         let s = State::new(0, 0);
-        let mut c = FakeClock::at(10 * MS + 250_000); // 0.25 ms into tick 10
-                                                      // Ticks 10..=15 (the clock's tick plus a lead of 5) fit without waiting.
+        // 0.25 ms into tick 10. Ticks 10..=15 (the clock's tick plus a lead of 5) fit without
+        // waiting.
+        let mut c = FakeClock::at(10 * MS + 250_000);
         for _ in 0..6 * 512 {
             issue(&s, &mut c, &TL, &LEAD5, NO_LIMIT).unwrap();
         }

@@ -324,10 +324,15 @@ impl fmt::Display for TokenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TokenError::Text(e) => write!(f, "The text {e}."),
-            TokenError::UnknownKey { version } => write!(f, "It names key version {version}, which is not configured on this server."),
+            TokenError::UnknownKey { version } => write!(
+                f,
+                "It names key version {version}, which is not configured \
+                on this server."
+            ),
             TokenError::NotMadeByKey => write!(
                 f,
-                "It was not made by the key it names for this context: it was altered, forged, made for another context, or made by another key."
+                "It was not made by the key it names for this context: it was altered, forged, made for another \
+                    context, or made by another key."
             ),
             TokenError::NotVersion4 => write!(f, "A public UUID is a version 4 UUID of the RFC 9562 variant."),
         }
@@ -463,9 +468,11 @@ pub fn uuid_candidates(ring: &KeyRing, public: &[u8; 16], context: &[u8]) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use proptest::prelude::*;
     use std::collections::HashSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
 
     const HEX_A: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
     const HEX_B: &str = "f0e1d2c3b4a5968778695a4b3c2d1e0ff0e1d2c3b4a5968778695a4b3c2d1e0f";
@@ -761,7 +768,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn snowflake_round_trip(id in 0..=i64::MAX, context in proptest::collection::vec(any::<u8>(), 0..=MAX_CONTEXT_BYTES)) {
+        fn snowflake_round_trip(
+            id in 0..=i64::MAX,
+            context in proptest::collection::vec(any::<u8>(), 0..=MAX_CONTEXT_BYTES),
+        ) {
             let r = one_key();
             let t = snowflake_token(r.encoder().unwrap(), id, &context);
             prop_assert_eq!(snowflake_from_token(&r, &t, &context), Ok(id));

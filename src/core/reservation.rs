@@ -208,7 +208,8 @@ impl Reservation {
         let now = layout.widths().to_string();
         if self.layout != now || self.epoch_unix_ms != layout.epoch_unix_ms() {
             return Err(format!(
-                "ids in this data directory were issued with layout {} and epoch {}, but the server now has layout {} and epoch {}",
+                "ids in this data directory were issued with layout {} and epoch {}, but the server now has layout {} \
+                    and epoch {}",
                 self.layout,
                 super::time::format_unix_ms(self.epoch_unix_ms),
                 now,

@@ -339,9 +339,10 @@ mod tests {
     }
 
     mod props {
+        use proptest::prelude::*;
+
         use super::super::*;
         use crate::core::excerpt::tests::any_text;
-        use proptest::prelude::*;
 
         /// A max shard, and up to 40 shards and ranges below it.
         fn items() -> impl Strategy<Value = (u32, Vec<(u32, u32)>)> {
@@ -392,7 +393,11 @@ mod tests {
             }
 
             #[test]
-            fn lists_parse_merge_and_round_trip((max, items) in items(), blanks in any::<bool>(), probes in proptest::collection::vec(any::<u32>(), 16)) {
+            fn lists_parse_merge_and_round_trip(
+                (max, items) in items(),
+                blanks in any::<bool>(),
+                probes in proptest::collection::vec(any::<u32>(), 16),
+            ) {
                 let set = ShardSet::parse(&spell(&items, blanks), max).unwrap();
                 let listed = |x: u32| items.iter().any(|&(lo, hi)| (lo..=hi).contains(&x));
                 let edges = items.iter().flat_map(|&(lo, hi)| [lo.wrapping_sub(1), lo, hi, hi.wrapping_add(1)]);

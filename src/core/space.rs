@@ -103,7 +103,8 @@ impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "this database's snowflake ids were minted with snowflake_id.layout = '{}' and snowflake_id.epoch = '{}', but this server runs with snowflake_id.layout = '{}' and snowflake_id.epoch = '{}'",
+            "this database's snowflake ids were minted with snowflake_id.layout = '{}' and snowflake_id.epoch = '{}', \
+                but this server runs with snowflake_id.layout = '{}' and snowflake_id.epoch = '{}'",
             self.recorded.layout,
             time::format_unix_ms(self.recorded.epoch_unix_ms),
             self.server_layout,

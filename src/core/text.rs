@@ -120,8 +120,9 @@ pub fn ulid_to_uuid(text: &[u8]) -> Result<[u8; 16], TextError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     #[test]
     fn the_alphabet_is_in_ascii_order_without_the_ambiguous_letters() {

@@ -236,7 +236,11 @@ mod tests {
         let huge = "2025-01-01".repeat(400_000);
         let e = parse_timestamp_ms(&huge).unwrap_err();
         assert!(e.len() < 200, "{} bytes: {e}", e.len());
-        assert_eq!(e, "\"2025-01-012025-01-012025-01-0120…\" is not a timestamp: it is 4000000 bytes long, and a timestamp is at most 64.");
+        assert_eq!(
+            e,
+            "\"2025-01-012025-01-012025-01-0120…\" is not a timestamp: it is 4000000 bytes long, and a \
+            timestamp is at most 64."
+        );
         // Within the bound, a malformed text is quoted in part too.
         // 33 characters in 64 bytes: cut after the 32nd, on a character boundary.
         let e = parse_timestamp_ms(&format!("{}xx", "é".repeat(31))).unwrap_err();
@@ -277,9 +281,10 @@ mod tests {
     }
 
     mod props {
+        use proptest::prelude::*;
+
         use super::super::*;
         use crate::core::excerpt::tests::any_text;
-        use proptest::prelude::*;
 
         /// 0000-01-01 00:00:00 UTC and 9999-12-31 23:59:59.999 UTC: the four-digit years, which
         /// [`format_unix_ms`] prints in the form [`parse_timestamp_ms`] reads.
@@ -288,7 +293,8 @@ mod tests {
 
         fn timestamp_like() -> impl Strategy<Value = String> {
             prop_oneof![
-                "[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{0,4})?)?)? ?(Z|UTC|[+-][0-9]{1,4}(:[0-9]{1,2})?)?",
+                "[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{0,4})?)?)? \
+                    ?(Z|UTC|[+-][0-9]{1,4}(:[0-9]{1,2})?)?",
                 "[0-9 :T.Z+é-]{0,40}",
             ]
         }

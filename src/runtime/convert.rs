@@ -82,19 +82,23 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
                        AND d.refobjid = c.oid AND d.refobjsubid = a.attnum AND d.deptype = 'i'),
                     -- the sequence of a default that is exactly nextval() of it
                     (SELECT s.oid FROM pg_depend d JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
-                     WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass
+                     WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                       AND d.refclassid = 'pg_class'::regclass
                        AND d.deptype = 'n'
                        AND pg_get_expr(ad.adbin, ad.adrelid) = format('nextval(%L::regclass)', s.oid::regclass)),
                     -- whether the default calls a function of this extension
                     EXISTS (SELECT 1 FROM pg_depend d
-                            JOIN pg_depend x ON x.classid = 'pg_proc'::regclass AND x.objid = d.refobjid AND x.deptype = 'e'
+                            JOIN pg_depend x ON x.classid = 'pg_proc'::regclass AND x.objid = d.refobjid
+                              AND x.deptype = 'e'
                             JOIN pg_extension e ON e.oid = x.refobjid AND e.extname = 'snowflake_id'
-                            WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_proc'::regclass),
+                            WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                              AND d.refclassid = 'pg_proc'::regclass),
                     (SELECT quote_ident(en.nspname) FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace
                      WHERE e.extname = 'snowflake_id'),
                     -- how pg_get_expr names the extension's functions: qualified, but for pg_catalog
                     (SELECT CASE WHEN en.nspname = 'pg_catalog' THEN '' ELSE quote_ident(en.nspname) || '.' END
-                     FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace WHERE e.extname = 'snowflake_id'),
+                     FROM pg_extension e JOIN pg_namespace en ON en.oid = e.extnamespace
+                       WHERE e.extname = 'snowflake_id'),
                     c.relkind = 'p' OR c.relispartition
                       OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid OR i.inhparent = c.oid),
                     a.attnum, has_schema_privilege(c.relnamespace, 'CREATE')
@@ -111,7 +115,9 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
                 .select("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = $1)", Some(1), &[tbl.into()])?
                 .first()
                 .get_one::<bool>()?;
-            return Ok(Err(if table_exists == Some(true) { errors::no_such_column(col) } else { errors::no_such_table() }));
+            let missing =
+                if table_exists == Some(true) { errors::no_such_column(col) } else { errors::no_such_table() };
+            return Ok(Err(missing));
         }
         let r = t.first();
         let text = |i| r.get::<String>(i).map(Option::unwrap_or_default);
@@ -172,7 +178,8 @@ const FAMILY: &str = "WITH RECURSIVE family(rel) AS (
 fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi::SpiError> {
     client
         .select(
-            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c JOIN pg_namespace n ON \
+                n.oid = c.relnamespace WHERE c.oid = $1",
             Some(1),
             &[rel.into()],
         )?
@@ -216,7 +223,8 @@ fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequenc
     };
     let grants = client
         .select(
-            "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+            "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+               ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
                     g.is_grantable
              FROM pg_class c, aclexplode(c.relacl) g
              WHERE c.oid = $1 AND g.grantee <> c.relowner ORDER BY 2, 1",
@@ -250,9 +258,11 @@ fn descendants(
         .select(
             &format!(
                 "{FAMILY}
-                 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f', pg_has_role(c.relowner, 'USAGE'),
+                 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind = 'f',
+                   pg_has_role(c.relowner, 'USAGE'),
                         CASE WHEN a.attidentity <> '' AND NOT $4 THEN 'GENERATED AS IDENTITY'
-                             WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin, ad.adrelid) END
+                             WHEN pg_get_expr(ad.adbin, ad.adrelid) IS DISTINCT FROM $3 THEN pg_get_expr(ad.adbin,
+                               ad.adrelid) END
                  FROM family f
                  JOIN pg_class c ON c.oid = f.rel AND c.oid <> $1
                  JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -279,7 +289,8 @@ fn owned_by(client: &Client<'_>, seq: pg_sys::Oid, tbl: pg_sys::Oid, attnum: i16
     client
         .select(
             "SELECT EXISTS (SELECT 1 FROM pg_depend d
-                            WHERE d.classid = 'pg_class'::regclass AND d.objid = $1 AND d.refclassid = 'pg_class'::regclass
+                            WHERE d.classid = 'pg_class'::regclass AND d.objid = $1
+                              AND d.refclassid = 'pg_class'::regclass
                               AND d.refobjid = $2 AND d.refobjsubid = $3 AND d.deptype = 'a')",
             Some(1),
             &[seq.into(), tbl.into(), i32::from(attnum).into()],

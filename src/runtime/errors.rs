@@ -32,7 +32,10 @@ pub fn not_preloaded() -> ErrorReport {
         FUNC,
     )
     .set_detail("The id generators keep their state in shared memory, which only a preloaded library can allocate.")
-    .set_hint("Add snowflake_id to shared_preload_libraries, keeping the libraries listed there already (SHOW shared_preload_libraries), and restart the server.")
+    .set_hint(
+        "Add snowflake_id to shared_preload_libraries, keeping the libraries listed there already (SHOW \
+        shared_preload_libraries), and restart the server.",
+    )
 }
 
 /// `snowflake_fleet_check` while `snowflake_id.fleet_connections` is off.
@@ -158,13 +161,15 @@ pub fn issue_error(e: IssueError, generator: Generator<'_>) -> ErrorReport {
             FUNC,
         )
         .set_detail(format!(
-            "Ids for {what} must continue after {} (issued, or reserved before a restart), but the clock reads {}. Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
+            "Ids for {what} must continue after {} (issued, or reserved before a restart), but the clock reads {}. \
+                Waiting for the clock is limited to snowflake_id.max_rewind_wait ({} ms).",
             ms(last_unix_ns),
             ms(now_unix_ns),
             max_wait_ms
         ))
         .set_hint(
-            "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id is repeated.",
+            "Check the server's time synchronization. New ids resume once the clock passes the last issued one; no id \
+                is repeated.",
         ),
         (IssueError::TooFarAhead { ahead_ns, waited_ns, budget_ms }, _) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
@@ -172,10 +177,14 @@ pub fn issue_error(e: IssueError, generator: Generator<'_>) -> ErrorReport {
             FUNC,
         )
         .set_detail(format!(
-            "The clock did not step back, but catching up takes longer than this server waits ({budget_ms} ms; this call waited {} ms): ids were issued, reserved or advanced ahead of the clock, or the clock stopped.",
+            "The clock did not step back, but catching up takes longer than this server waits ({budget_ms} ms; this \
+                call waited {} ms): ids were issued, reserved or advanced ahead of the clock, or the clock stopped.",
             waited_ns / NS_PER_MS as u64
         ))
-        .set_hint("Ids resume once the clock reaches them; none is repeated. Check that the server's clock is right and advances."),
+        .set_hint(
+            "Ids resume once the clock reaches them; none is repeated. Check that the server's clock is right \
+            and advances.",
+        ),
         (IssueError::ClockBeforeOrigin { now_unix_ns }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!("system clock reads {}, before the snowflake epoch", ms(now_unix_ns)),
@@ -184,7 +193,8 @@ pub fn issue_error(e: IssueError, generator: Generator<'_>) -> ErrorReport {
         .set_detail(format!("snowflake_id.epoch is {}.", time::format_unix_ms(layout.epoch_unix_ms())))
         .set_hint("Check the server's clock."),
         (IssueError::ClockBeforeOrigin { now_unix_ns }, Generator::Uuidv7) => {
-            uuidv7_time_out_of_range(&format!("system clock time {}", ms(now_unix_ns))).set_hint("Check the server's clock.")
+            uuidv7_time_out_of_range(&format!("system clock time {}", ms(now_unix_ns)))
+                .set_hint("Check the server's clock.")
         }
         (IssueError::TimeExhausted { .. }, Generator::Snowflake { layout, .. }) => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
@@ -236,9 +246,17 @@ pub fn bad_layout(e: &LayoutError) -> ErrorReport {
 
 /// An unusable layout or epoch in the server's configuration.
 pub fn bad_layout_setting(e: &LayoutError) -> ErrorReport {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "invalid snowflake_id.layout or snowflake_id.epoch", FUNC)
-        .set_detail(e.to_string())
-        .set_hint("Fix the setting in postgresql.conf. Both are fixed at server start, because changing them would break the uniqueness and order of ids.")
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "invalid snowflake_id.layout or \
+        snowflake_id.epoch",
+        FUNC,
+    )
+    .set_detail(e.to_string())
+    .set_hint(
+        "Fix the setting in postgresql.conf. Both are fixed at server start, because changing them would \
+            break the uniqueness and order of ids.",
+    )
 }
 
 /// A timestamp that is infinite or beyond PostgreSQL's range.
@@ -273,7 +291,8 @@ pub fn shard_not_assigned(shard: u32, allowed: &str) -> ErrorReport {
     )
     .set_detail(format!("snowflake_id.shards is \"{allowed}\"."))
     .set_hint(format!(
-        "Another server probably mints for shard {shard}. Call this server with one of its own shards, or add {shard} to snowflake_id.shards if this server really owns it."
+        "Another server probably mints for shard {shard}. Call this server with one of its own shards, or add {shard} \
+            to snowflake_id.shards if this server really owns it."
     ))
 }
 
@@ -284,19 +303,34 @@ pub fn no_owned_shards() -> ErrorReport {
         "snowflake_id.shards does not say which shards this server owns",
         FUNC,
     )
-    .set_detail("snowflake_next() mints from the shards this server owns, and snowflake_id.shards is \"*\": every shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.")
-    .set_hint("Give each server its own shards, one line in its postgresql.conf (from configuration management, never in a migration), for example snowflake_id.shards = '0-7', then SELECT pg_reload_conf().")
+    .set_detail(
+        "snowflake_next() mints from the shards this server owns, and snowflake_id.shards is \"*\": every \
+        shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.",
+    )
+    .set_hint(
+        "Give each server its own shards, one line in its postgresql.conf (from configuration management, never \
+        in a migration), for example snowflake_id.shards = '0-7', then SELECT pg_reload_conf().",
+    )
 }
 
 /// `snowflake_next()` minting for `default_shard` on a server whose list is `*` (a WARNING).
 pub fn default_shard_without_shards(shard: i64) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_next() mints for snowflake_id.default_shard ({shard}) on a server whose snowflake_id.shards is \"*\""),
+        format!(
+            "snowflake_next() mints for snowflake_id.default_shard ({shard}) on a server whose \
+            snowflake_id.shards is \"*\""
+        ),
         FUNC,
     )
-    .set_detail("That is snowflake_id 0.1.0's configuration, kept working. Without a shard list, nothing stops another server from minting for the same shard.")
-    .set_hint(format!("Give this server its shards in postgresql.conf, for example snowflake_id.shards = '{shard}', then SELECT pg_reload_conf()."))
+    .set_detail(
+        "That is snowflake_id 0.1.0's configuration, kept working. Without a shard list, nothing stops \
+        another server from minting for the same shard.",
+    )
+    .set_hint(format!(
+        "Give this server its shards in postgresql.conf, for example snowflake_id.shards = '{shard}', \
+        then SELECT pg_reload_conf()."
+    ))
 }
 
 /// `snowflake_next()` while no shard is assigned (a list that did not parse closed the fence).
@@ -321,11 +355,21 @@ pub fn reservation_io(op: &str, e: &std::io::Error) -> ErrorReport {
 pub fn no_reservation_file() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-        format!("snowflake_id: no reservation file \"{}\"; the generators start from the clock", crate::core::reservation::FILE_NAME),
+        format!(
+            "snowflake_id: no reservation file \"{}\"; the generators start from the clock",
+            crate::core::reservation::FILE_NAME
+        ),
         FUNC,
     )
-    .set_detail("That is expected the first time the library is preloaded in this data directory. In a data directory that already issued ids (restored from a backup, copied, or the file removed), new ids are only above the old ones if the clock is past them.")
-    .set_hint("If the clock may be behind ids already stored, call snowflake_id_advance() with a time after them before minting.")
+    .set_detail(
+        "That is expected the first time the library is preloaded in this data directory. In a data directory \
+        that already issued ids (restored from a backup, copied, or the file removed), new ids are only above the old \
+        ones if the clock is past them.",
+    )
+    .set_hint(
+        "If the clock may be behind ids already stored, call snowflake_id_advance() with a time after them \
+        before minting.",
+    )
 }
 
 /// A start found a reservation far ahead of the clock (a WARNING).
@@ -339,12 +383,16 @@ pub fn reservation_far_ahead(until_unix_ms: i64, now_unix_ms: i64) -> ErrorRepor
         FUNC,
     )
     .set_detail(format!(
-        "The reservation file \"{}\" says ids may have been issued up to {}, and the clock reads {}. The generators refuse with SQLSTATE 58000 until the clock is within a few seconds of it.",
+        "The reservation file \"{}\" says ids may have been issued up to {}, and the clock reads {}. The generators \
+            refuse with SQLSTATE 58000 until the clock is within a few seconds of it.",
         crate::core::reservation::FILE_NAME,
         time::format_unix_ms(until_unix_ms),
         time::format_unix_ms(now_unix_ms)
     ))
-    .set_hint("If the clock is right now and was wrong when the file was written, and no stored id lies in the future, stop the server, remove the file, and start the server again.")
+    .set_hint(
+        "If the clock is right now and was wrong when the file was written, and no stored id lies in the \
+        future, stop the server, remove the file, and start the server again.",
+    )
 }
 
 /// Every generator refuses: a start found a reservation file they cannot continue from.
@@ -354,17 +402,22 @@ pub fn generators_disabled(refusal: Refusal, why: &str) -> ErrorReport {
         Refusal::Unreadable => (
             PgSqlErrorCode::ERRCODE_IO_ERROR,
             "cannot be read",
-            "Fix the file's permissions or the disk; the next call reads it again. Or, knowing a time after every id already issued, replace it with snowflake_id_advance(that time). Removing the file does not help: a start from the clock could repeat ids.",
+            "Fix the file's permissions or the disk; the next call reads it again. Or, knowing a time after every id \
+                already issued, replace it with snowflake_id_advance(that time). Removing the file does not help: a \
+                start from the clock could repeat ids.",
         ),
         Refusal::Damaged => (
             PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
             "is damaged",
-            "Knowing a time after every id already issued (from the tables, or the server log), replace the file with snowflake_id_advance(that time). Removing it does not help: a start from the clock could repeat ids.",
+            "Knowing a time after every id already issued (from the tables, or the server log), replace the file with \
+                snowflake_id_advance(that time). Removing it does not help: a start from the clock could repeat ids.",
         ),
         Refusal::OtherLayout => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "belongs to another layout",
-            "Restore the previous snowflake_id.layout and snowflake_id.epoch and restart. To start a new id space on purpose, make sure no old ids share a table with new ones, then remove the file; the next call starts afresh.",
+            "Restore the previous snowflake_id.layout and snowflake_id.epoch and restart. To start a new id space on \
+                purpose, make sure no old ids share a table with new ones, then remove the file; the next call starts \
+                afresh.",
         ),
     };
     ErrorReport::new(
@@ -404,7 +457,10 @@ pub fn advance_too_far(ts_unix_ms: i64, limit: &str) -> ErrorReport {
 pub fn epoch_in_future(e: &LayoutError) -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id: the clock reads before snowflake_id.epoch", FUNC)
         .set_detail(e.to_string())
-        .set_hint("snowflake_next refuses with SQLSTATE 22008 until the clock passes the epoch; UUIDv7 and the readers work. Check the server's clock, or the epoch.")
+        .set_hint(
+            "snowflake_next refuses with SQLSTATE 22008 until the clock passes the epoch; UUIDv7 and the \
+            readers work. Check the server's clock, or the epoch.",
+        )
 }
 
 /// Recovery from a file of another layout that was removed: a new id space starts (a WARNING).
@@ -435,9 +491,17 @@ pub fn config_unreadable(why: &str) -> ErrorReport {
 
 /// The configured shard list did not parse at start (a WARNING): the fence is closed.
 pub fn invalid_fence(why: &str) -> ErrorReport {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, "snowflake_id.shards is not a valid shard list: no shard may mint", FUNC)
-        .set_detail(format!("{}.", capitalized(why)))
-        .set_hint("Fix snowflake_id.shards in the configuration and reload. Until then snowflake_next refuses every shard (22023); UUIDv7 and the readers work.")
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id.shards is not a valid shard list: no shard may \
+        mint",
+        FUNC,
+    )
+    .set_detail(format!("{}.", capitalized(why)))
+    .set_hint(
+        "Fix snowflake_id.shards in the configuration and reload. Until then snowflake_next refuses every \
+            shard (22023); UUIDv7 and the readers work.",
+    )
 }
 
 /// `snowflake_id_advance` where it must not write.
@@ -459,11 +523,15 @@ pub fn space_mismatch(m: &crate::core::space::Mismatch) -> ErrorReport {
         FUNC,
     )
     .set_detail(format!(
-        "{}. New ids would mix two id spaces in the same tables: they could sort before stored ids and collide with them.",
+        "{}. New ids would mix two id spaces in the same tables: they could sort before stored ids and collide with \
+            them.",
         capitalized(&m.to_string())
     ))
     .set_hint(format!(
-        "Set snowflake_id.layout = '{}' and snowflake_id.epoch = '{}' in postgresql.conf and restart. Only if this database holds no snowflake id of the recorded space, record this server's instead: DELETE FROM snowflake_id_private.snowflake_id_space; INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();",
+        "Set snowflake_id.layout = '{}' and snowflake_id.epoch = '{}' in postgresql.conf and restart. Only if this \
+            database holds no snowflake id of the recorded space, record this server's instead: DELETE FROM \
+            snowflake_id_private.snowflake_id_space; INSERT INTO snowflake_id_private.snowflake_id_space (layout, \
+            epoch) SELECT layout, epoch FROM snowflake_layout();",
         m.recorded.layout,
         time::format_unix_ms(m.recorded.epoch_unix_ms)
     ))
@@ -483,9 +551,15 @@ pub fn floor_beyond_horizon(floor_unix_ms: i64, now_unix_ms: i64, horizon_ms: i6
         FUNC,
     )
     .set_detail(format!(
-        "Ids minted before then could repeat ids the database holds, and a call waits for the clock at most {horizon_ms} ms (snowflake_id.max_rewind_wait, the lead, and a second). Ids in this database resume once the clock is that close to the time the record gives (snowflake_id_private.snowflake_id_space.minted_before); other databases are not affected."
+        "Ids minted before then could repeat ids the database holds, and a call waits for the clock at most \
+            {horizon_ms} ms (snowflake_id.max_rewind_wait, the lead, and a second). Ids in this database resume once \
+            the clock is that close to the time the record gives \
+            (snowflake_id_private.snowflake_id_space.minted_before); other databases are not affected."
     ))
-    .set_hint("Check this server's clock against the one the database comes from (a restore or upgrade onto a server whose clock is behind). A larger snowflake_id.max_rewind_wait lets the first id wait out a larger step.")
+    .set_hint(
+        "Check this server's clock against the one the database comes from (a restore or upgrade onto a server \
+        whose clock is behind). A larger snowflake_id.max_rewind_wait lets the first id wait out a larger step.",
+    )
 }
 
 /// A generator called in parallel mode (from a function a user marked parallel safe) needed to
@@ -505,10 +579,16 @@ pub fn floor_in_parallel_mode() -> ErrorReport {
 pub fn floor_not_written(why: &str) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_WARNING,
-        format!("snowflake_id: this database's record of minted ids (snowflake_id_private.snowflake_id_space.minted_before) was not advanced: {why}"),
+        format!(
+            "snowflake_id: this database's record of minted ids \
+            (snowflake_id_private.snowflake_id_space.minted_before) was not advanced: {why}"
+        ),
         FUNC,
     )
-    .set_detail("The id was issued anyway; the next id that passes the recorded time advances it. A dump taken before then records too early a time for the newest ids.")
+    .set_detail(
+        "The id was issued anyway; the next id that passes the recorded time advances it. A dump taken before \
+        then records too early a time for the newest ids.",
+    )
 }
 
 /// A WAL record of this resource manager that this version does not know (FATAL in recovery).
@@ -519,8 +599,14 @@ pub fn unknown_wal_record(kind: u8, len: usize) -> ErrorReport {
         format!("snowflake_id: unknown WAL record (kind 0x{kind:02x}, {len} bytes)"),
         FUNC,
     )
-    .set_detail("A newer snowflake_id wrote it, or the WAL is damaged. Skipping it could leave this server a reservation below ids the primary issued.")
-    .set_hint("Install the snowflake_id of the server that wrote the WAL (or a newer one) here, then start the server again: replay resumes at this record.")
+    .set_detail(
+        "A newer snowflake_id wrote it, or the WAL is damaged. Skipping it could leave this server a \
+        reservation below ids the primary issued.",
+    )
+    .set_hint(
+        "Install the snowflake_id of the server that wrote the WAL (or a newer one) here, then start the server \
+        again: replay resumes at this record.",
+    )
 }
 
 /// Replay replaced a damaged or unreadable reservation file (a LOG line).
@@ -528,7 +614,8 @@ pub fn reservation_replaced_from_wal(until_unix_ms: i64) -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!(
-            "snowflake_id: the unusable reservation file \"{}\" was replaced with a reservation replayed from the WAL (until {})",
+            "snowflake_id: the unusable reservation file \"{}\" was replaced with a reservation replayed from the WAL \
+                (until {})",
             crate::core::reservation::FILE_NAME,
             time::format_unix_ms(until_unix_ms)
         ),
@@ -544,15 +631,23 @@ pub fn space_record_locked(waited_ms: u128) -> ErrorReport {
         format!("snowflake_id_space stayed locked for {waited_ms} ms"),
         FUNC,
     )
-    .set_detail("The generators read the database's record of its id space before a session's first id, and wait for its lock no longer than snowflake_id.max_rewind_wait.")
-    .set_hint("Look in pg_locks for the sessions holding or awaiting a lock on snowflake_id_private.snowflake_id_space (only superusers, the database's owner, pg_read_all_data and pg_write_all_data can name it); the next call tries again.")
+    .set_detail(
+        "The generators read the database's record of its id space before a session's first id, and wait for \
+        its lock no longer than snowflake_id.max_rewind_wait.",
+    )
+    .set_hint(
+        "Look in pg_locks for the sessions holding or awaiting a lock on \
+        snowflake_id_private.snowflake_id_space (only superusers, the database's owner, pg_read_all_data and \
+        pg_write_all_data can name it); the next call tries again.",
+    )
 }
 
 /// The record table's columns are not the ones the extension created.
 pub fn space_record_altered() -> ErrorReport {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowflake_id_space does not have the columns snowflake_id created (layout text, epoch timestamptz, recorded_at timestamptz, minted_before timestamptz)",
+        "snowflake_id_space does not have the columns snowflake_id created (layout text, epoch timestamptz, \
+            recorded_at timestamptz, minted_before timestamptz)",
         FUNC,
     )
     .set_hint("Restore the table's definition; the generators read it before a session's first id.")
@@ -565,7 +660,10 @@ pub fn space_change_prepared() -> ErrorReport {
         "cannot PREPARE a transaction that has modified snowflake_id_space",
         FUNC,
     )
-    .set_detail("Sessions learn of a change to the record when the transaction that made it commits, which a prepared transaction does elsewhere.")
+    .set_detail(
+        "Sessions learn of a change to the record when the transaction that made it commits, which a prepared \
+        transaction does elsewhere.",
+    )
 }
 
 /// A negative bigint where a snowflake id is wanted (its text or public forms).
@@ -644,7 +742,9 @@ pub fn context_too_long(len: usize) -> ErrorReport {
     ))
 }
 
-const KEY_FILE_HINT: &str = "Put one line per key in it, \"VERSION HEX\", with \"encode\" after the key that makes new ids: VERSION from 0 to 31, HEX 64 hexadecimal digits from a random source (openssl rand -hex 32). It must be owned by the server's user with mode 0600. See the README, \"Public ids\".";
+const KEY_FILE_HINT: &str = "Put one line per key in it, \"VERSION HEX\", with \"encode\" after the key that makes \
+    new ids: VERSION from 0 to 31, HEX 64 hexadecimal digits from a random source (openssl rand -hex 32). It must be \
+    owned by the server's user with mode 0600. See the README, \"Public ids\".";
 
 /// No key: the key file holds none (55000).
 pub fn no_public_key() -> ErrorReport {
@@ -698,7 +798,9 @@ pub fn key_file_unusable(why: &crate::core::public::KeyFileUnusable) -> ErrorRep
         Unusable::Exposed => (
             PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
             "the key file of public ids has group or world access",
-            "File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r (0640) or less if owned by root.".to_owned(),
+            "File must have permissions u=rw (0600) or less if owned by the database user, or permissions u=rw,g=r \
+                (0640) or less if owned by root."
+                .to_owned(),
         ),
         Unusable::Invalid(e) => (
             PgSqlErrorCode::ERRCODE_CONFIG_FILE_ERROR,
@@ -737,7 +839,10 @@ pub fn convert_needs_read_committed(table: &str) -> ErrorReport {
         format!("cannot convert a column of {table} in a REPEATABLE READ or SERIALIZABLE transaction"),
         FUNC,
     )
-    .set_detail("The stored ids are read after the table is locked, and this transaction's snapshot would not show rows committed while it waited for the lock.")
+    .set_detail(
+        "The stored ids are read after the table is locked, and this transaction's snapshot would not show \
+        rows committed while it waited for the lock.",
+    )
     .set_hint("Run it in a READ COMMITTED transaction (the default). A dry run works at any isolation level.")
 }
 
@@ -757,13 +862,19 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         E::NotBigint { .. } => (
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
             Some(format!(
-                "A snowflake id needs 63 bits. Changing the type rewrites the table under an ACCESS EXCLUSIVE lock, so it is yours to choose: ALTER TABLE {} ALTER COLUMN {} TYPE bigint, then convert.",
+                "A snowflake id needs 63 bits. Changing the type rewrites the table under an ACCESS EXCLUSIVE lock, \
+                    so it is yours to choose: ALTER TABLE {} ALTER COLUMN {} TYPE bigint, then convert.",
                 c.table, c.column
             )),
         ),
         E::IdsAboveSnowflake { .. } => (
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            Some("New ids must sort above every stored one. Ids an identity from snowflake_unconvert() issued lie just ahead of the clock: wait until it passes them, or have a superuser move the generators past them with snowflake_id_advance(). Ids from elsewhere: renumber those rows, or keep the column as it is.".into()),
+            Some(
+                "New ids must sort above every stored one. Ids an identity from snowflake_unconvert() issued lie \
+                just ahead of the clock: wait until it passes them, or have a superuser move the generators past them \
+                with snowflake_id_advance(). Ids from elsewhere: renumber those rows, or keep the column as it is."
+                    .into(),
+            ),
         ),
         E::SequenceNotOwned { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -771,7 +882,10 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         ),
         E::InHierarchy => (
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            Some("Give each table of the tree the default you want yourself, above every id the whole tree holds.".into()),
+            Some(
+                "Give each table of the tree the default you want yourself, above every id the whole tree holds."
+                    .into(),
+            ),
         ),
         E::SequenceShared { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -783,11 +897,19 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         ),
         E::CannotCreate { .. } => (
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            Some("Run it as a role with CREATE on the table's schema, or drop the sequence with the identity (drop_sequence => true).".into()),
+            Some(
+                "Run it as a role with CREATE on the table's schema, or drop the sequence with the identity \
+                (drop_sequence => true)."
+                    .into(),
+            ),
         ),
         E::ForeignDescendant { .. } => (
             PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            Some("Detach the foreign partition first, convert, and give the foreign table the default you want yourself.".into()),
+            Some(
+                "Detach the foreign partition first, convert, and give the foreign table the default you want \
+                yourself."
+                    .into(),
+            ),
         ),
         E::DescendantNotOwned { .. } => (
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -795,11 +917,18 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         ),
         E::DescendantDefault { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            Some("Give that table the parent's default first, or drop its default, if the change is what you want.".into()),
+            Some(
+                "Give that table the parent's default first, or drop its default, if the change is what you want."
+                    .into(),
+            ),
         ),
         E::Descending { .. } => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            Some("Drop it with the identity (drop_sequence => true), or create the sequence you want yourself afterwards.".into()),
+            Some(
+                "Drop it with the identity (drop_sequence => true), or create the sequence you want yourself \
+                afterwards."
+                    .into(),
+            ),
         ),
         E::Nullable => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -807,7 +936,11 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         ),
         E::OtherDefault(_) | E::Generated | E::NotConverted => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            Some("Only a bigserial, serial8 or identity column (or one with no default) is converted, and only a converted one back.".into()),
+            Some(
+                "Only a bigserial, serial8 or identity column (or one with no default) is converted, and only a \
+                converted one back."
+                    .into(),
+            ),
         ),
     };
     let report = ErrorReport::new(code, format!("cannot convert {}.{}", c.table, c.column), FUNC)

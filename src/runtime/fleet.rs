@@ -649,7 +649,8 @@ pub fn ask(conninfo: &str, timeout: Duration) -> Reached {
     }
     let schema = match query(
         &c,
-        c"SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = $1",
+        c"SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+            WHERE e.extname = $1",
         Some(c"snowflake_id"),
     ) {
         Ok(Some(s)) => s,

@@ -1,19 +1,30 @@
 //! Every `snowflake_id.*` setting: registration, validation and typed accessors.
 //!
-//! | setting | context | why that context |
-//! |---|---|---|
-//! | `snowflake_id.layout` | postmaster | changing the widths on a live server would re-read old ids wrongly and break ordering |
-//! | `snowflake_id.epoch` | postmaster | same: the epoch is part of every id |
-//! | `snowflake_id.max_lead` | sighup | how far a shard's ids may run ahead of the clock: the state word is shared, so one session's lead would be every session's |
-//! | `snowflake_id.max_rewind_wait` | sighup | how long a call waits for a clock that stepped back: one policy for the whole server |
-//! | `snowflake_id.uuidv7_max_lead` | sighup | as `max_lead`, for the one UUIDv7 state every backend shares |
-//! | `snowflake_id.shards` | sighup | the shards this server owns: a fence no session or role may widen |
-//! | `snowflake_id.default_shard` | user | narrows `snowflake_next()` to one of the server's shards (0.1.0's meaning, kept for compatibility): any session may pick one, but only inside the set |
-//! | `snowflake_id.fleet_connections` | sighup | whether the fleet check may connect out of the server at all: a provider's switch, which no session may turn back on |
-//! | `snowflake_id.public_keys_file` | sighup | where the keys of public ids are: a file only the server reads, never a setting a role could SHOW; hidden from other roles, like `config_file` |
-//! | `snowflake_id.clock_source` | superuser | where the time comes from (TSC or `clock_gettime`); either keeps ids unique |
-//! | `snowflake_id.clock_source_status` | internal | read-only: what `auto` resolved to on this server |
-//! | `snowflake_id.debug_clock_offset` | superuser | fault injection: shifts the generators' clock; off (0) by default |
+//! Each setting, its context, and why that context:
+//!
+//! - `snowflake_id.layout` (postmaster): changing the widths on a live server would re-read old
+//!   ids wrongly and break ordering.
+//! - `snowflake_id.epoch` (postmaster): the same; the epoch is part of every id.
+//! - `snowflake_id.max_lead` (sighup): how far a shard's ids may run ahead of the clock. The state
+//!   word is shared, so one session's lead would be every session's.
+//! - `snowflake_id.max_rewind_wait` (sighup): how long a call waits for a clock that stepped back;
+//!   one policy for the whole server.
+//! - `snowflake_id.uuidv7_max_lead` (sighup): as `max_lead`, for the one UUIDv7 state every
+//!   backend shares.
+//! - `snowflake_id.shards` (sighup): the shards this server owns, a fence no session or role may
+//!   widen.
+//! - `snowflake_id.default_shard` (user): narrows `snowflake_next()` to one of the server's shards
+//!   (0.1.0's meaning, kept for compatibility). Any session may pick one, but only inside the set.
+//! - `snowflake_id.fleet_connections` (sighup): whether the fleet check may connect out of the
+//!   server at all; a provider's switch, which no session may turn back on.
+//! - `snowflake_id.public_keys_file` (sighup): where the keys of public ids are. A file only the
+//!   server reads, never a setting a role could SHOW; hidden from other roles, like `config_file`.
+//! - `snowflake_id.clock_source` (superuser): where the time comes from (TSC or
+//!   `clock_gettime`); either keeps ids unique.
+//! - `snowflake_id.clock_source_status` (internal): read-only, what `auto` resolved to on this
+//!   server.
+//! - `snowflake_id.debug_clock_offset` (superuser): fault injection, which shifts the generators'
+//!   clock; off (0) by default.
 //!
 //! The layout and epoch are parsed once, in `_PG_init` (in the postmaster when preloaded, so
 //! every backend inherits the parsed value), and kept in [`layout`]. Without the preload they
@@ -104,16 +115,18 @@ pub fn init() {
     if preloading {
         unsafe {
             GucRegistry::define_string_guc_with_hooks(
-            LAYOUT_NAME,
-            c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), or TIME/SHARD/SEQ[@Nms].",
-            c"Time, shard and sequence widths must add up to at most 63 bits, so ids never go negative. Fixed at server start.",
-            &LAYOUT,
-            GucContext::Postmaster,
-            GucFlags::default(),
-            Some(check_layout),
-            None,
-            None,
-        );
+                LAYOUT_NAME,
+                c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), or \
+                TIME/SHARD/SEQ[@Nms].",
+                c"Time, shard and sequence widths must add up to at most 63 bits, so ids never go negative. Fixed at \
+                server start.",
+                &LAYOUT,
+                GucContext::Postmaster,
+                GucFlags::default(),
+                Some(check_layout),
+                None,
+                None,
+            );
             GucRegistry::define_string_guc_with_hooks(
                 EPOCH_NAME,
                 c"Custom epoch of snowflake ids, as an ISO 8601 timestamp with a UTC offset.",
@@ -172,8 +185,10 @@ pub fn init() {
     );
     GucRegistry::define_string_guc(
         c"snowflake_id.public_keys_file",
-        c"The file holding the keys of public ids (snowflake_to_public, uuidv7_to_public), relative to the data directory.",
-        c"One key per line: VERSION HEX [encode]. It must be a regular file owned by the server's user with no group or world access. Read again at the first call of a transaction after it changes.",
+        c"The file holding the keys of public ids (snowflake_to_public, uuidv7_to_public), relative to the data \
+            directory.",
+        c"One key per line: VERSION HEX [encode]. It must be a regular file owned by the server's user with no group \
+            or world access. Read again at the first call of a transaction after it changes.",
         &PUBLIC_KEYS_FILE,
         GucContext::Sighup,
         GucFlags::SUPERUSER_ONLY,
@@ -181,15 +196,18 @@ pub fn init() {
     GucRegistry::define_bool_guc(
         c"snowflake_id.fleet_connections",
         c"Whether snowflake_fleet_check may connect to other servers.",
-        c"off refuses every outgoing connection, a superuser's too: for services that allow no connection out of the server.",
+        c"off refuses every outgoing connection, a superuser's too: for services that allow no connection out of the \
+            server.",
         &FLEET_CONNECTIONS,
         GucContext::Sighup,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"snowflake_id.debug_clock_offset",
-        c"For fault-injection tests only: steps the generators' clock back by this many milliseconds (a negative value).",
-        c"0, the default, is off. It never makes ids repeat: the generators treat it like any clock step back. Only backward steps are allowed, so it cannot push the durable reservation into the future.",
+        c"For fault-injection tests only: steps the generators' clock back by this many milliseconds (a negative \
+            value).",
+        c"0, the default, is off. It never makes ids repeat: the generators treat it like any clock step back. Only \
+            backward steps are allowed, so it cannot push the durable reservation into the future.",
         &DEBUG_CLOCK_OFFSET_MS,
         -86_400_000,
         0,
@@ -198,8 +216,10 @@ pub fn init() {
     );
     GucRegistry::define_enum_guc(
         c"snowflake_id.clock_source",
-        c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system (clock_gettime on every call).",
-        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 12 microseconds, which makes a clock read cheaper. Either keeps ids unique.",
+        c"Where the generators read the time: auto (the CPU's TSC when the kernel keeps time with it) or system \
+            (clock_gettime on every call).",
+        c"auto extrapolates CLOCK_REALTIME from the TSC and reads the real clock again at least every 12 \
+            microseconds, which makes a clock read cheaper. Either keeps ids unique.",
         &CLOCK_SOURCE,
         GucContext::Suset,
         GucFlags::default(),
@@ -247,7 +267,8 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"snowflake_id.uuidv7_max_lead",
         c"How far ahead of the clock UUIDv7 times may run when more than 4096 are generated in a millisecond.",
-        c"UUIDv7 keeps a 12-bit sub-millisecond fraction; past 4096 values per millisecond the time moves ahead, as in PostgreSQL 18. Past this lead the call waits for the clock.",
+        c"UUIDv7 keeps a 12-bit sub-millisecond fraction; past 4096 values per millisecond the time moves ahead, as \
+            in PostgreSQL 18. Past this lead the call waits for the clock.",
         &UUIDV7_MAX_LEAD_MS,
         0,
         60_000,

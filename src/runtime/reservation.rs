@@ -128,7 +128,10 @@ pub fn replay(until: i64, written_at: i64) {
         Err(e) => {
             drop(lock);
             errors::reservation_io("write", &e)
-                .set_hint("Recovery stops here: make the data directory writable, then start the server again; it replays this record again.")
+                .set_hint(
+                    "Recovery stops here: make the data directory writable, then start the server again; it \
+                    replays this record again.",
+                )
                 .report(PgLogLevel::FATAL);
         }
     }

@@ -626,7 +626,8 @@ fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static s
                             break 'passes;
                         }
                         Step::Old => {
-                            outcome = Err("a row of snowflake_id_space cannot be rewritten in place (its columns are not the extension's; run ALTER EXTENSION snowflake_id UPDATE)");
+                            outcome = Err("a row of snowflake_id_space cannot be rewritten in place (its columns are \
+                                not the extension's; run ALTER EXTENSION snowflake_id UPDATE)");
                             break 'passes;
                         }
                     }
