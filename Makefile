@@ -39,7 +39,7 @@ dist:   ## the source archive PGXN takes, target/dist/snowflake_id-VERSION.zip
 	bash scripts/dist.sh
 
 # As PGXN's client and PGXS users expect: `make install` into the server PG_CONFIG names, with a
-# Rust toolchain and cargo-pgrx 0.18.1 (see the README's "From source").
+# Rust toolchain and cargo-pgrx 0.18.1 (see docs/install.md, "From source").
 PG_CONFIG ?= pg_config
 PG_MAJOR = $(shell $(PG_CONFIG) --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
 install: ## build and install into the PostgreSQL that PG_CONFIG names (cargo-pgrx needed)
