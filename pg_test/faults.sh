@@ -126,7 +126,7 @@ check "a server whose shards are '*' (never told what it owns): snowflake_next()
 check "0.1.0's configuration (a default shard, the list left at '*') keeps minting, with a WARNING" "3|t" \
   "$(psql -X -q -A -t -d sfid_cluster -c "SET snowflake_id.default_shard = 3" -c "SELECT snowflake_shard(snowflake_next())" 2>"$OUT/warn.txt")|$(grep -q "WARNING:.*mints for snowflake_id.default_shard (3)" "$OUT/warn.txt" && echo t || echo f)"
 check "the refusal's hint gives the one line to add" "t" \
-  "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next()" 2>&1 || true; } | grep -q "HINT:.*snowflake_id.shards = '0-7'" && echo t || echo f)"
+  "$( { psql -X -d sfid_cluster -c "SELECT snowflake_next()" 2>&1 || true; } | grep -q "HINT:.*snowflake_id.shards = '128-255' on server 1" && echo t || echo f)"
 check "snowflake_next(shard) keeps minting for a shard the caller names" "ok" "$(sqlstate "SELECT snowflake_next(3)")"
 
 # --- 3. Steps of the clock while running ------------------------------------------------------

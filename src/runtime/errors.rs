@@ -308,8 +308,9 @@ pub fn no_owned_shards() -> ErrorReport {
         shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.",
     )
     .set_hint(
-        "Give each server its own shards, one line in its postgresql.conf (from configuration management, never \
-        in a migration), for example snowflake_id.shards = '0-7', then SELECT pg_reload_conf().",
+        "Give each server its own block of shards, one line in its postgresql.conf (from configuration \
+        management, never in a migration): with up to 64 servers, server k owns 128k to 128k+127, for example \
+        snowflake_id.shards = '128-255' on server 1. Then SELECT pg_reload_conf().",
     )
 }
 
@@ -439,7 +440,10 @@ fn capitalized(why: &str) -> String {
 pub fn in_recovery() -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot mint ids during recovery", FUNC)
         .set_detail("A standby shares its primary's shards; ids minted here would repeat the primary's.")
-        .set_hint("Mint ids on the primary. After promoting this server, see snowflake_id_advance().")
+        .set_hint(
+            "Mint ids on the primary. Once promoted, this server mints above the old primary's ids \
+            (on PostgreSQL 14, call snowflake_id_advance() first).",
+        )
 }
 
 /// `snowflake_id_advance` to a point it must not reach.
