@@ -10,9 +10,11 @@
 - Nothing but lib.rs and the API layer names api.
 
 Every module file must appear in its layer's order, and every name in an order must be a module.
-Imports are read from the code with comments and string literals removed: `crate::a::b` and
-`super::` paths (also inside `use` groups), resolved to the module files they name. Test modules
-count like any other code. Run from anywhere; exits 1 and names each offending import.
+Imports are read from the code with comments and string literals removed: every path from
+`crate`, `super`, `self`, or a name a `use` binds to a module (an `as` alias, `use crate::runtime;`
+or `{self as rt}` included), resolved to the module files it names. A glob import of another module
+is refused, since it would hide what the code uses (a test module's `use super::*` imports its own
+file). Test modules count like any other code. Run from anywhere; exits 1 and names each offending import.
 """
 
 import os
@@ -71,8 +73,54 @@ def modules():
     return found
 
 
+def use_leaves(tree):
+    """The leaves of a `use` tree as (segments, alias, glob): `a::{b as c, d::*, self}` gives
+    (['a', 'b'], 'c', False), (['a', 'd'], None, True) and (['a'], None, False)."""
+    tree = re.sub(r"\s+", " ", tree).strip()
+
+    def split_top(body):
+        parts, depth, cur = [], 0, ""
+        for ch in body:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        return [x.strip() for x in parts if x.strip()]
+
+    def walk(prefix, t):
+        t = t.strip()
+        brace = t.find("{")
+        if brace >= 0 and t.endswith("}"):
+            head = [x for x in re.split(r"\s*::\s*", t[:brace]) if x]
+            for part in split_top(t[brace + 1 : -1]):
+                yield from walk(prefix + head, part)
+            return
+        alias = None
+        m = re.match(r"(.*?)\s+as\s+(\w+)$", t)
+        if m:
+            t, alias = m.group(1), m.group(2)
+        segs = [x for x in re.split(r"\s*::\s*", t) if x]
+        if segs and segs[-1] == "*":
+            yield prefix + segs[:-1], None, True
+        elif segs and segs[-1] == "self":
+            yield prefix + segs[:-1], alias, False
+        else:
+            yield prefix + segs, alias, False
+
+    yield from walk([], tree)
+
+
 def imports(module, text, names):
-    """The modules `module`'s code (`text`, stripped) names, other than itself and its parents."""
+    """The modules `module`'s code (`text`, stripped) names, other than itself and its parents,
+    and the problems of its imports (a glob import of another module, which would hide what it
+    uses). Paths are resolved from `crate`, `super`, `self` and every name a `use` binds to a
+    module (an alias included), so `use crate::runtime as rt; rt::wal::x()` counts as wal."""
     # Where each inline `mod name { ... }` starts and ends, so that `super` is resolved from the
     # module it is written in.
     inline, stack, depth = [], [], 0
@@ -88,32 +136,61 @@ def imports(module, text, names):
                 inline.append((start, m.end(), name))
             depth -= 1
     base = module.split("::") if module else []
+    bound = {}  # a name a `use` binds -> the module path it names
 
     def scope(pos):
         inner = sorted((s, name) for s, e, name in inline if s <= pos < e)
         return base + [name for _, name in inner]
 
-    def resolve(head, segments, pos):
-        path = [] if head == "crate" else scope(pos)[:-1]
-        while segments and segments[0] == "super":
-            path, segments = path[:-1], segments[1:]
+    def absolute(segments, pos):
+        """The path `segments` names from the crate root, or None for another crate's."""
+        if not segments:
+            return None
+        head, rest = segments[0], segments[1:]
+        if head in ("crate", "$crate"):
+            path = []
+        elif head == "self":
+            path = scope(pos)
+        elif head == "super":
+            path = scope(pos)[:-1]
+            while rest and rest[0] == "super":
+                path, rest = path[:-1], rest[1:]
+        elif head in bound:
+            path = bound[head].split("::")
+        else:
+            return None
+        return path + rest
+
+    def module_of(path):
+        """The longest prefix of `path` that is a module file."""
         best = None
-        for s in segments:
-            path = path + [s]
-            if "::".join(path) in names:
-                best = "::".join(path)
+        for i in range(len(path) + 1):
+            if "::".join(path[:i]) in names:
+                best = "::".join(path[:i])
         return best
 
-    found = set()
-    for m in re.finditer(r"\b(crate|super)((?:\s*::\s*(?:super|[A-Za-z_]\w*))*)(\s*::\s*\{([^{}]*)\})?", text):
-        segments = [s for s in re.split(r"\s*::\s*", m.group(2)) if s]
-        targets = [resolve(m.group(1), segments, m.start())]
-        for item in (m.group(4) or "").split(","):
-            item = re.split(r"[\s:]", item.strip())[0]
-            if item:
-                targets.append(resolve(m.group(1), segments + [item], m.start()))
-        found.update(t for t in targets if t and t != module and not module.startswith(t + "::"))
-    return found
+    found, problems = set(), []
+    for m in re.finditer(r"\buse\s+((?:::)?[^;]*);", text):
+        for segments, alias, glob in use_leaves(m.group(1)):
+            path = absolute(segments, m.start())
+            if path is None:
+                continue
+            target = module_of(path)
+            if target is not None:
+                found.add(target)
+            if glob and "::".join(path) in names and "::".join(path) != "::".join(base):
+                problems.append(f"a glob import of {'::'.join(path) or 'the crate root'}")
+            if not glob and "::".join(path) in names:
+                bound[alias or (segments[-1] if segments[-1] not in ("self", "super", "crate") else path[-1])] = "::".join(path)
+    heads = "|".join(["crate", r"\$crate", "super", "self"] + [re.escape(n) for n in bound])
+    for m in re.finditer(r"(?<![\w:.])(" + heads + r")((?:\s*::\s*(?:super|[A-Za-z_]\w*))+)", text):
+        segments = [m.group(1)] + [x for x in re.split(r"\s*::\s*", m.group(2)) if x]
+        path = absolute(segments, m.start())
+        target = module_of(path) if path is not None else None
+        if target is not None:
+            found.add(target)
+    found = {t for t in found if t != module and not module.startswith(t + "::") and t != ""}
+    return found, problems
 
 
 def order(mod_rs):
@@ -144,7 +221,9 @@ def main():
         layer = module.split("::")[0] if module else ""
         if layer == "core" and re.search(r"\bpgrx\b", text):
             problems.append(f"{where}: the pure core names pgrx")
-        for target in sorted(imports(module, text, names)):
+        found, import_problems = imports(module, text, names)
+        problems.extend(f"{where}: {p}" for p in import_problems)
+        for target in sorted(found):
             target_layer = target.split("::")[0]
             top = "::".join(target.split("::")[:2])
             if layer == "core" and target_layer != "core":
