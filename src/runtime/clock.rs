@@ -22,7 +22,7 @@ pub fn now_unix_ns() -> i64 {
         // SAFETY: see ProcessLocal: one thread, and Extrapolator::now calls nothing that re-enters.
         unsafe { (*EXTRAPOLATOR.0.get()).now(&mut Tsc) }
     } else {
-        sysclock::now_unix_ns()
+        sysclock::real_unix_ns()
     };
     // The fault-injection offset is 0 unless a test set it (snowflake_id.debug_clock_offset).
     now.wrapping_add(guc::debug_clock_offset_ns())
@@ -57,7 +57,7 @@ impl CycleSource for Tsc {
     }
 
     fn real_unix_ns(&mut self) -> i64 {
-        sysclock::now_unix_ns()
+        sysclock::real_unix_ns()
     }
 }
 

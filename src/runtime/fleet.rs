@@ -75,7 +75,7 @@ pub fn local_info() -> ServerInfo {
         shards: guc::shards_text(),
         minted: if minted.is_empty() { String::new() } else { ShardSet::Ranges(minted).to_string() },
         reserved_until_unix_ms: shmem::reserved_until(),
-        clock_unix_us: sysclock::now_unix_us(),
+        clock_unix_us: sysclock::real_unix_us(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         // SAFETY: plain reads of globals the postmaster set at start, inherited by every backend.
         instance: format!("{sysid}-{}-{}", unsafe { pg_sys::PostmasterPid }, unsafe { pg_sys::PgStartTime }),
@@ -637,10 +637,10 @@ pub fn ask(conninfo: &str, timeout: Duration) -> Reached {
     };
     let mut samples = Vec::with_capacity(5);
     for _ in 0..5 {
-        let sent_us = sysclock::now_unix_us();
+        let sent_us = sysclock::real_unix_us();
         let peer =
             query(&c, c"SELECT (EXTRACT(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8", None);
-        let received_us = sysclock::now_unix_us();
+        let received_us = sysclock::real_unix_us();
         match peer.map(|v| v.and_then(|v| v.parse::<i64>().ok())) {
             Ok(Some(peer_us)) => samples.push(Sample { sent_us, peer_us, received_us }),
             Ok(None) => return Reached::No("it returned no clock reading".into()),

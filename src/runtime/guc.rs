@@ -148,7 +148,7 @@ pub fn init() {
             // A clock before the epoch is the clock's fault as often as the epoch's: the server
             // starts, the readers work, and the generators refuse with 22008 until the clock
             // passes the epoch.
-            if let Err(e) = layout.check_epoch_not_in_future(sysclock::now_unix_ms()) {
+            if let Err(e) = layout.check_epoch_not_in_future(sysclock::real_unix_ms()) {
                 crate::runtime::errors::epoch_in_future(&e).report(PgLogLevel::WARNING);
             }
             let _ = ACTIVE_LAYOUT.set(layout);
@@ -527,7 +527,7 @@ unsafe extern "C-unwind" fn check_epoch(
         if starting() || ms == layout().epoch_unix_ms() {
             return Layout::new(Widths::DEFAULT, ms).map(|_| ());
         }
-        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(sysclock::now_unix_ms())
+        Layout::new(layout().widths(), ms)?.check_epoch_not_in_future(sysclock::real_unix_ms())
     });
     match checked {
         Err(e) => check_failed(&e),

@@ -72,7 +72,7 @@ pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
         Some(_) => {}
     }
     let layout = guc::layout();
-    let now = sysclock::now_unix_ms();
+    let now = sysclock::real_unix_ms();
     if let Err(e) = write_durably(&Reservation::new(layout, until, now)) {
         drop(lock);
         return Err(errors::reservation_io("write", &e));
@@ -209,7 +209,7 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     let target = rules::renewal_target(current, word_unix_ms, clock::now_unix_ms());
     // The file records when it was written by the real clock, never shifted by
     // snowflake_id.debug_clock_offset: a restart takes it as the last time the clock was seen.
-    let written_at = sysclock::now_unix_ms();
+    let written_at = sysclock::real_unix_ms();
     let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
     if written.is_ok() {
         // Into the WAL before any id under it is issued: standbys replay it (crate::runtime::wal).

@@ -9,7 +9,7 @@ use crate::core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// `clock_gettime(CLOCK_REALTIME)`, straight from libc.
 #[inline]
-pub fn now_unix_ns() -> i64 {
+pub fn real_unix_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
@@ -18,13 +18,13 @@ pub fn now_unix_ns() -> i64 {
 }
 
 /// `CLOCK_REALTIME` in milliseconds: what the reservation file records as its write time.
-pub fn now_unix_ms() -> i64 {
-    now_unix_ns().div_euclid(NS_PER_MS)
+pub fn real_unix_ms() -> i64 {
+    real_unix_ns().div_euclid(NS_PER_MS)
 }
 
 /// `CLOCK_REALTIME` in microseconds: what the fleet check compares across servers.
-pub fn now_unix_us() -> i64 {
-    now_unix_ns().div_euclid(NS_PER_US)
+pub fn real_unix_us() -> i64 {
+    real_unix_ns().div_euclid(NS_PER_US)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: what waits are measured on.
