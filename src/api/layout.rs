@@ -4,7 +4,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::layout::{Layout, LayoutError, Widths, MAX_LAYOUT_LEN};
-use crate::runtime::{errors, guc, space};
+use crate::runtime::{errors, guc, space, timestamp};
 
 /// The figures of a layout: the server's (`snowflake_layout()`), or any layout a DBA is weighing
 /// before choosing it (`snowflake_layout('twitter')`, `snowflake_layout('39/16/8@10ms', '2020-01-01')`).
@@ -46,7 +46,7 @@ fn snowflake_layout(
         None => server.widths(),
     };
     let epoch_ms = match epoch {
-        Some(ts) => super::unix_ms(ts)?,
+        Some(ts) => timestamp::unix_ms(ts)?,
         None => server.epoch_unix_ms(),
     };
     let l = Layout::new(widths, epoch_ms).map_err(|e| errors::bad_layout(&e))?;
@@ -55,11 +55,11 @@ fn snowflake_layout(
     // any timestamptz can tell: its end is 'infinity'. timestamptz_from_ms refuses such a time
     // rather than clamping it, so nothing else becomes infinity.
     let last_timestamp =
-        super::timestamptz_from_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity());
+        timestamp::from_unix_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity());
     // Every width is at most 63 and the tick at most 1000, so the casts are exact.
     Ok(TableIterator::once((
         w.to_string(),
-        super::timestamptz_from_ms(l.epoch_unix_ms())?,
+        timestamp::from_unix_ms(l.epoch_unix_ms())?,
         w.time_bits as i32,
         w.shard_bits as i32,
         w.seq_bits as i32,

@@ -11,7 +11,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::layout::Parts;
-use crate::runtime::{errors, guc, snowflake};
+use crate::runtime::{errors, guc, snowflake, timestamp};
 
 /// Mints the next id for `shard`: the complete, guarded implementation, with every check and
 /// error. PostgreSQL reaches it through [`snowflake_next_fast`] below, which handles the common
@@ -98,7 +98,7 @@ fn parts(id: i64) -> Result<Parts, ErrorReport> {
 /// The start of the tick an id was minted in.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    super::timestamptz_from_ms(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
+    timestamp::from_unix_ms(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
 }
 
 /// The shard an id was minted for.
@@ -119,14 +119,14 @@ fn snowflake_seq(id: i64) -> Result<i32, ErrorReport> {
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     let layout = guc::layout();
-    layout.min_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
+    layout.min_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
 
 /// The largest id any shard can mint in the tick holding `ts`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     let layout = guc::layout();
-    layout.max_id_at(super::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
+    layout.max_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

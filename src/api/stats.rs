@@ -14,7 +14,7 @@ use crate::core::reservation::FILE_NAME;
 use crate::core::time::NS_PER_MS;
 use crate::core::uuidv7;
 use crate::runtime::shmem::{self, Slot};
-use crate::runtime::{errors, guc, reservation};
+use crate::runtime::{errors, guc, reservation, timestamp};
 
 type StatsRow = (String, Option<i32>, i64, Option<TimestampWithTimeZone>, i64, i64, i64, f64, i64, i64, i64);
 
@@ -30,7 +30,7 @@ fn row(generator: &str, shard: Option<i32>, slot: &Slot, tl: &Timeline) -> Resul
     }
     let last = match (issued, slot.state.next_free.load(Ordering::Acquire)) {
         (0, _) | (_, 0) => None,
-        (_, next_free) => Some(super::timestamptz_from_ms(tl.word_unix_ms(next_free - 1))?),
+        (_, next_free) => Some(timestamp::from_unix_ms(tl.word_unix_ms(next_free - 1))?),
     };
     Ok(Some((
         generator.to_owned(),
@@ -102,7 +102,7 @@ fn snowflake_id_reservation() -> Result<
     ErrorReport,
 > {
     let (until, writes, at) = shmem::reservation_stats().map_err(|_| errors::not_preloaded())?;
-    let ts = |ms: i64| if ms > 0 { super::timestamptz_from_ms(ms).map(Some) } else { Ok(None) };
+    let ts = |ms: i64| if ms > 0 { timestamp::from_unix_ms(ms).map(Some) } else { Ok(None) };
     Ok(TableIterator::once((ts(until)?, FILE_NAME.to_owned(), i64::try_from(writes).unwrap_or(i64::MAX), ts(at)?)))
 }
 
@@ -113,5 +113,5 @@ fn snowflake_id_reservation() -> Result<
 /// VOLATILE (it changes shared state) and PARALLEL UNSAFE (it writes the reservation file).
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_id_advance(ts: TimestampWithTimeZone) -> Result<TimestampWithTimeZone, ErrorReport> {
-    super::timestamptz_from_ms(reservation::advance(super::unix_ms(ts)?)?)
+    timestamp::from_unix_ms(reservation::advance(ts)?)
 }

@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 
 use crate::core::time::{self, NS_PER_US};
 use crate::core::uuidv7;
-use crate::runtime::{errors, uuidv7 as generator};
+use crate::runtime::{errors, timestamp, uuidv7 as generator};
 
 fn encode(word: u64) -> pgrx::Uuid {
     pgrx::Uuid::from_bytes(generator::encode(word))
@@ -41,14 +41,14 @@ fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
     if !uuidv7::shift_is_plausible(shift.months(), shift.days(), shift.micros()) {
         return Err(out_of_range());
     }
-    let base = super::timestamptz_from_ms((word >> uuidv7::FRACTION_BITS) as i64)?;
+    let base = timestamp::from_unix_ms((word >> uuidv7::FRACTION_BITS) as i64)?;
     // SAFETY: timestamptz_pl_interval is a strict built-in taking (timestamptz, interval); it
     // cannot leave PostgreSQL's range for the plausible shifts let through above.
     let moved: TimestampWithTimeZone = unsafe {
         pgrx::direct_function_call(pg_sys::timestamptz_pl_interval, &[base.into_datum(), shift.into_datum()])
     }
     .ok_or_else(errors::timestamp_out_of_range)?;
-    let delta_us = super::unix_us(moved)? - super::unix_us(base)?;
+    let delta_us = timestamp::unix_us(moved)? - timestamp::unix_us(base)?;
     uuidv7::shift_word(word, i128::from(delta_us) * i128::from(NS_PER_US)).ok_or_else(out_of_range)
 }
 
@@ -81,7 +81,7 @@ fn uuidv7_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
 /// (milliseconds for v7), NULL for other versions and non-RFC variants.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuid_extract_timestamp(id: pgrx::Uuid) -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
-    uuidv7::extract_unix_us(id.as_bytes()).map(super::timestamptz_from_us).transpose()
+    uuidv7::extract_unix_us(id.as_bytes()).map(timestamp::from_unix_us).transpose()
 }
 
 /// PostgreSQL 17's `uuid_extract_version(uuid)`: NULL for non-RFC variants.
@@ -94,11 +94,11 @@ fn uuid_extract_version(id: pgrx::Uuid) -> Option<i16> {
 /// `rand_a` (as this extension and PostgreSQL 18 write it). NULL for other versions.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn uuidv7_timestamp(id: pgrx::Uuid) -> Result<Option<TimestampWithTimeZone>, ErrorReport> {
-    uuidv7::extract_unix_us_precise(id.as_bytes()).map(super::timestamptz_from_us).transpose()
+    uuidv7::extract_unix_us_precise(id.as_bytes()).map(timestamp::from_unix_us).transpose()
 }
 
 fn bounds(ts: TimestampWithTimeZone) -> Result<([u8; 16], [u8; 16]), ErrorReport> {
-    let us = super::unix_us(ts)?;
+    let us = timestamp::unix_us(ts)?;
     uuidv7::bounds_at(us).ok_or_else(|| {
         errors::uuidv7_time_out_of_range(&format!("timestamp {}", time::format_unix_ms(us.div_euclid(1000))))
     })

@@ -7,22 +7,23 @@
 //!
 //! 1. `errors`: every error, warning and log line, with its SQLSTATE; the one place an
 //!    `ErrorReport` is built.
-//! 2. `restricted`: running a closure as a table's owner under a security-restricted operation.
-//! 3. `sysclock`: the operating system's clocks, unshifted, and whether the kernel uses the TSC.
-//! 4. `guc`: every `snowflake_id.*` setting: registration, checks, accessors.
-//! 5. `clock`: the generators' clock (the TSC or `clock_gettime`, plus the test offset), and
+//! 2. `timestamp`: PostgreSQL's `timestamptz` and Unix time, finite values only.
+//! 3. `restricted`: running a closure as a table's owner under a security-restricted operation.
+//! 4. `sysclock`: the operating system's clocks, unshifted, and whether the kernel uses the TSC.
+//! 5. `guc`: every `snowflake_id.*` setting: registration, checks, accessors.
+//! 6. `clock`: the generators' clock (the TSC or `clock_gettime`, plus the test offset), and
 //!    interruptible waits.
-//! 6. `keys`: the key file of public ids, read once per transaction.
-//! 7. `reservation_file`: the reservation file's I/O.
-//! 8. `shmem`: all shared memory, and the protocol that guards it.
-//! 9. `wal`: the WAL record that carries the reservation to standbys.
-//! 10. `reservation`: renewing, recovering, replaying and advancing the reservation.
-//! 11. `space`: the first id in a database checks its recorded id space and waits for its floor.
-//! 12. `generate`: the guarded path every generator's word goes through.
-//! 13. `snowflake`: snowflake ids for a shard, and from the server's own shards.
-//! 14. `uuidv7`: UUIDv7s from the one generator every backend shares.
-//! 15. `convert`: converting key columns: catalog reads, locks, the plan run.
-//! 16. `fleet`: the fleet check's connections to other servers.
+//! 7. `keys`: the key file of public ids, read once per transaction.
+//! 8. `reservation_file`: the reservation file's I/O.
+//! 9. `shmem`: all shared memory, and the protocol that guards it.
+//! 10. `wal`: the WAL record that carries the reservation to standbys.
+//! 11. `reservation`: renewing, recovering, replaying and advancing the reservation.
+//! 12. `space`: the first id in a database checks its recorded id space and waits for its floor.
+//! 13. `generate`: the guarded path every generator's word goes through.
+//! 14. `snowflake`: snowflake ids for a shard, and from the server's own shards.
+//! 15. `uuidv7`: UUIDv7s from the one generator every backend shares.
+//! 16. `convert`: converting key columns: catalog reads, locks, the plan run.
+//! 17. `fleet`: the fleet check's connections to other servers.
 
 pub mod clock;
 pub mod convert;
@@ -38,5 +39,6 @@ pub mod shmem;
 pub mod snowflake;
 pub mod space;
 pub mod sysclock;
+pub mod timestamp;
 pub mod uuidv7;
 pub mod wal;

@@ -6,12 +6,13 @@
 use std::io;
 
 use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel};
 
 use crate::core::reservation::{self as rules, Refusal, Reservation};
 use crate::runtime::reservation_file::{self, Found};
 use crate::runtime::shmem::{self, ReservationLock};
-use crate::runtime::{clock, errors, guc, sysclock, wal};
+use crate::runtime::{clock, errors, guc, sysclock, timestamp, wal};
 
 /// The generators refuse because of the file. Re-reads it, under the lock: if it is usable
 /// now (repaired or replaced), starts every generator at its reservation and lets them mint
@@ -61,7 +62,7 @@ pub fn recover() -> Result<(), ErrorReport> {
 ///
 /// # Errors
 /// The refusal, for a file from another layout; an I/O error writing the new file.
-pub fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
+fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
     let Some(lock) = ReservationLock::acquire(true) else { return Err(errors::not_preloaded()) };
     match shmem::refusal() {
         None => return Ok(()),
@@ -141,18 +142,20 @@ pub fn replay(until: i64, written_at: i64) {
 /// clock skew between a primary and its standby, small enough that a typo is not permanent.
 const MAX_ADVANCE_AHEAD_MS: i64 = 3_600_000;
 
-/// `snowflake_id_advance(until)`: moves every generator, and the durable reservation, so that the
-/// next id of each is at or after `until` (Unix ms); returns the reservation then in force.
+/// `snowflake_id_advance(ts)`: moves every generator, and the durable reservation, so that the
+/// next id of each is at or after `ts`; returns the reservation then in force (Unix ms).
 ///
 /// # Errors
-/// On a standby or in a read-only transaction; for a time past the layout's end or more than an
-/// hour ahead of the clock; without the preload; and the reservation's own errors.
-pub fn advance(until: i64) -> Result<i64, ErrorReport> {
+/// On a standby or in a read-only transaction (before `ts` is looked at); for a time that is not
+/// finite, past the layout's end or more than an hour ahead of the clock; without the preload;
+/// and the reservation's own errors.
+pub fn advance(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     // SAFETY: plain queries of the transaction and startup state.
     let (on_standby, read_only) = unsafe { (pg_sys::RecoveryInProgress(), pg_sys::XactReadOnly) };
     if on_standby || read_only {
         return Err(errors::advance_read_only(on_standby));
     }
+    let until = timestamp::unix_ms(ts)?;
     let layout = guc::layout();
     if until > layout.last_unix_ms() {
         return Err(errors::advance_too_far(until, "past the end of the snowflake layout"));
