@@ -10,22 +10,19 @@
 //!   `dblink` lets superusers; a grantee only with a password of its own and the allow-listed
 //!   keywords of `crate::core::conninfo`. Nobody, when `snowflake_id.fleet_connections` is off.
 
-use std::time::Duration;
-
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::fleet::{self, Limits, Reached};
-use crate::runtime::{errors, fleet as glue, guc, shmem};
+use crate::core::fleet::Limits;
+use crate::runtime::{errors, fleet};
 
 /// This server's facts for the fleet check.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_fleet_info() -> Result<pgrx::JsonB, ErrorReport> {
-    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
-    let info = glue::local_info();
-    serde_json::to_value(info).map(pgrx::JsonB).map_err(errors::fleet_info_unserialisable)
+    fleet::describe().map(pgrx::JsonB)
 }
 
+/// An interval argument in microseconds: days and smaller units, not negative.
 fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
     let us = i64::from(i.days()).checked_mul(86_400_000_000).and_then(|d| d.checked_add(i.micros()));
     match us {
@@ -55,40 +52,13 @@ fn snowflake_fleet_check(
     >,
     ErrorReport,
 > {
-    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
-    if !guc::fleet_connections() {
-        return Err(errors::fleet_connections_disabled());
-    }
+    fleet::check_allowed()?;
     let peers = errors::required(peers, "peers")?;
     let limits =
         Limits { max_skew_us: micros(errors::required(max_skew, "max_skew")?, "max_skew")?, ..Limits::default() };
     let timeout_us = micros(errors::required(timeout, "timeout")?, "timeout")?;
-    if !(1..=MAX_TIMEOUT_US).contains(&timeout_us) {
-        return Err(errors::fleet_timeout_out_of_range());
-    }
-    if peers.len() > MAX_PEERS {
-        return Err(errors::too_many_peers(peers.len(), MAX_PEERS));
-    }
-    let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
-    // Every string is judged before any peer is reached.
-    for p in &peers {
-        glue::vet(p)?;
-    }
-    let timeout = Duration::from_micros(timeout_us.unsigned_abs());
-    let mut labels = vec!["(this server)".to_owned()];
-    let mut servers = vec![Reached::Yes(glue::local_info(), None)];
-    for p in &peers {
-        labels.push(glue::label(p));
-        servers.push(glue::ask(p, timeout));
-    }
-    let rows = fleet::judge(&labels, &servers, &limits)
-        .into_iter()
-        .map(|f| (labels[f.server].clone(), f.check.to_owned(), f.ok, f.detail, pgrx::JsonB(f.figures)))
-        .collect::<Vec<_>>();
-    Ok(TableIterator::new(rows))
+    let rows = fleet::check(peers, &limits, timeout_us)?;
+    Ok(TableIterator::new(
+        rows.into_iter().map(|(peer, f)| (peer, f.check.to_owned(), f.ok, f.detail, pgrx::JsonB(f.figures))),
+    ))
 }
-
-/// At most this many peers a check, each within at most a minute: the check runs inside one
-/// statement, whose snapshot holds back vacuum while it waits.
-const MAX_PEERS: usize = 64;
-const MAX_TIMEOUT_US: i64 = 60_000_000;

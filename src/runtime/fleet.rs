@@ -51,13 +51,74 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 
 use crate::core::conninfo;
-use crate::core::fleet::{Reached, Sample, ServerInfo};
+use crate::core::fleet::{self, Finding, Limits, Reached, Sample, ServerInfo};
 use crate::core::monotonic::Timeline;
 use crate::core::shards::ShardSet;
 use crate::runtime::{errors, guc, shmem, sysclock};
 
+/// At most this many peers a check, each within at most a minute: the check runs inside one
+/// statement, whose snapshot holds back vacuum while it waits.
+const MAX_PEERS: usize = 64;
+const MAX_TIMEOUT_US: i64 = 60_000_000;
+
+/// `snowflake_fleet_info()`: this server's facts, as JSON.
+///
+/// # Errors
+/// 55000 without the preload.
+pub fn describe() -> Result<serde_json::Value, ErrorReport> {
+    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
+    serde_json::to_value(local_info()).map_err(errors::fleet_info_unserialisable)
+}
+
+/// Whether this server may run the fleet check: preloaded, and `snowflake_id.fleet_connections`
+/// on. Checked before anything else the caller passed is looked at.
+///
+/// # Errors
+/// 55000 for either.
+pub fn check_allowed() -> Result<(), ErrorReport> {
+    shmem::shard_slot(0).map_err(|_| errors::not_preloaded())?;
+    if !guc::fleet_connections() {
+        return Err(errors::fleet_connections_disabled());
+    }
+    Ok(())
+}
+
+/// `snowflake_fleet_check(peers, ...)`: every peer's connection string judged before any peer is
+/// reached, then each asked within `timeout_us`, then the findings about them all, each with the
+/// label of the server it is about.
+///
+/// # Errors
+/// Those of [`check_allowed`]; a timeout outside (0, 1 minute] (22023); more than 64 peers
+/// (54000); a NULL peer (22004); a connection string the caller may not use.
+pub fn check(
+    peers: Vec<Option<String>>,
+    limits: &Limits,
+    timeout_us: i64,
+) -> Result<Vec<(String, Finding)>, ErrorReport> {
+    check_allowed()?;
+    if !(1..=MAX_TIMEOUT_US).contains(&timeout_us) {
+        return Err(errors::fleet_timeout_out_of_range());
+    }
+    if peers.len() > MAX_PEERS {
+        return Err(errors::too_many_peers(peers.len(), MAX_PEERS));
+    }
+    let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
+    // Every string is judged before any peer is reached.
+    for p in &peers {
+        vet(p)?;
+    }
+    let timeout = Duration::from_micros(timeout_us.unsigned_abs());
+    let mut labels = vec!["(this server)".to_owned()];
+    let mut servers = vec![Reached::Yes(local_info(), None)];
+    for p in &peers {
+        labels.push(label(p));
+        servers.push(ask(p, timeout));
+    }
+    Ok(fleet::judge(&labels, &servers, limits).into_iter().map(|f| (labels[f.server].clone(), f)).collect())
+}
+
 /// This server's facts, for `snowflake_fleet_info()` and as the check's first server.
-pub fn local_info() -> ServerInfo {
+fn local_info() -> ServerInfo {
     let layout = guc::layout();
     let tl = Timeline::of(layout);
     let minted: Vec<(u32, u32)> = shmem::shard_slots()
@@ -398,7 +459,7 @@ unsafe extern "C" fn ignore_notice(_arg: *mut c_void, _message: *const c_char) {
 /// # Errors
 /// 2F003 without a password, 42501 for another keyword, 22023 for a string libpq cannot parse or
 /// no libpq (the check could not reach anyone anyway).
-pub fn vet(conninfo: &str) -> Result<(), ErrorReport> {
+fn vet(conninfo: &str) -> Result<(), ErrorReport> {
     let pq = libpq().map_err(|e| errors::fleet_connection_string(&e))?;
     let opts = options(pq, conninfo).map_err(|e| errors::fleet_connection_string(&e))?;
     // SAFETY: a plain read of the current user's superuser flag.
@@ -610,7 +671,7 @@ fn options(pq: &Libpq, conninfo: &str) -> Result<Vec<(String, String, String)>, 
 }
 
 /// A peer's label: its connection string without the options libpq marks secret (passwords).
-pub fn label(conninfo: &str) -> String {
+fn label(conninfo: &str) -> String {
     let Ok(pq) = libpq() else { return "(a peer: libpq is not available to read its connection string)".into() };
     match options(pq, conninfo) {
         Ok(opts) => opts
@@ -625,7 +686,7 @@ pub fn label(conninfo: &str) -> String {
 
 /// Asks one peer: its clock five times, then its facts. Never raises for the peer's sake (only a
 /// cancel or a termination of this backend does).
-pub fn ask(conninfo: &str, timeout: Duration) -> Reached {
+fn ask(conninfo: &str, timeout: Duration) -> Reached {
     let pq = match libpq() {
         Ok(pq) => pq,
         Err(e) => return Reached::No(e),

@@ -23,7 +23,7 @@
 //! 14. `snowflake`: snowflake ids for a shard, and from the server's own shards.
 //! 15. `uuidv7`: UUIDv7s from the one generator every backend shares.
 //! 16. `convert`: converting key columns: catalog reads, locks, the plan run.
-//! 17. `fleet`: the fleet check's connections to other servers.
+//! 17. `fleet`: the fleet check: its gate, this server's facts, the connections to other servers.
 
 pub mod clock;
 pub mod convert;
