@@ -15,7 +15,7 @@ mkdir -p "$out" && rm -f "$zip"
 git archive --format=zip --prefix="snowflake_id-$version/" -o "$zip" HEAD
 # What PGXN needs, and nothing built.
 listing="$(python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$zip")"
-for f in META.json LICENSE README.md CHANGELOG.md Cargo.toml Cargo.lock Makefile snowflake_id.control src/lib.rs; do
+for f in META.json LICENSE README.md CHANGELOG.md Cargo.toml Cargo.lock Makefile snowflake_id.control src/lib.rs sql/finalize.sql; do
   grep -qx "snowflake_id-$version/$f" <<<"$listing" || die "the archive has no $f"
 done
 if grep -v "^snowflake_id-$version/" <<<"$listing" | grep -q .; then die "the archive has files outside snowflake_id-$version/"; fi

@@ -17,7 +17,7 @@ COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: t
 
 -- snowflake_decode returns a record with OUT parameters, so it serves both SELECT * FROM
 -- snowflake_decode(id) and (snowflake_decode(id)).shard. pgrx 0.18 has no OUT-parameter return,
--- so it is declared in SQL over the three readers above.
+-- so it is declared in SQL over the three readers pgrx declares earlier in the script.
 CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int)
 RETURNS record
 LANGUAGE sql STABLE STRICT PARALLEL SAFE

@@ -1,13 +1,12 @@
 //! snowflake_id: coordinator-free, k-sorted 64-bit ids for PostgreSQL.
 //!
-//! - `core`: the pure logic (layouts, time, the monotonic state machine). Never imports pgrx.
-//! - `guc`, `shmem`, `clock`: the settings, the shared-memory state and the wall clock.
-//! - `generate`, `reservation`: the mint loop every generator shares, and the durable
-//!   high-water mark it keeps; `wal` carries that mark to standbys.
-//! - `space`: the first mint in a database checks its recorded id space and its stored ids.
-//! - `keys`: the key file of public ids.
-//! - `errors`: core errors to SQLSTATEs.
-//! - `api`: the `#[pg_extern]` glue.
+//! Three layers, each importing only the ones below it (`scripts/check-layers.py`):
+//! - `core`: every rule, as pure Rust (layouts, time, the monotonic state machine, the ciphers,
+//!   the parsers). Never imports pgrx.
+//! - `runtime`: what talks to PostgreSQL and the operating system (settings, shared memory, the
+//!   reservation file and its WAL record, the id space's record, catalogs, connections).
+//! - `api`: the `#[pg_extern]` declarations of the SQL surface; the hand-written SQL is
+//!   `sql/finalize.sql`.
 
 #[cfg(not(panic = "unwind"))]
 compile_error!("snowflake_id must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL errors");

@@ -88,7 +88,8 @@ fn uuidv7_public_candidates(token: pgrx::Uuid, context: &[u8]) -> Result<Vec<pgr
 
 /// The configured keys, without their secrets: version, whether it encodes, and a fingerprint to
 /// compare servers by. STABLE for the reason above; the fingerprint reveals nothing of the key.
-// rustfmt keeps this return type on one line past the width; pgrx must read it spelled out.
+// Formatted by hand: rustfmt keeps this return type on one line, past the width check.py enforces
+// (scripts/check-style.py), and pgrx reads only the type spelled out, never an alias.
 #[rustfmt::skip]
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_public_keys() -> Result<

@@ -40,7 +40,7 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// VOLATILE and PARALLEL UNSAFE for the same reasons as `snowflake_next(shard)`. (The Rust name
 /// keeps the C symbol 0.1.0's definition points to.)
 #[pg_extern(volatile, parallel_unsafe, name = "snowflake_next")]
-pub(crate) fn snowflake_next_default() -> i64 {
+fn snowflake_next_default() -> i64 {
     snowflake::next_owned_id()
 }
 

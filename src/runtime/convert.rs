@@ -1,7 +1,25 @@
 //! Converting existing key columns: the catalog reads, the table's lock, the stored ids' maximum
 //! (read as the table's owner) and running the plan. The rules, and the plan itself, are
-//! `crate::core::convert`; the SQL functions and their order of work are described in
-//! `crate::api::convert`.
+//! `crate::core::convert`; the SQL functions are `crate::api::convert`.
+//!
+//! They are declared with `SET search_path = pg_catalog, pg_temp` and name every object
+//! qualified, so that a caller's objects cannot stand in for the catalogs' or the extension's,
+//! and with `SET row_security = off`, so that a row policy that applies to the reader makes the
+//! reads of the stored ids fail (42501) rather than miss rows. The one query over the table, its
+//! largest id, runs as the table's owner under a security-restricted operation
+//! (`crate::runtime::restricted`), in a dry run too: planning it evaluates the owner's index expressions,
+//! which must never run with a superuser's rights.
+//!
+//! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
+//! not read, so a session waiting for a conversion of the same table holds no lock on it that
+//! the conversion's `DROP IDENTITY` would wait for), then the table is locked
+//! `ACCESS EXCLUSIVE` by OID (held to the end of the transaction; it rewrites nothing), the facts
+//! are read again under the lock with a new snapshot (and an identity's sequence locked against
+//! `nextval`), its partitions and children are locked, a snowflake id is minted (so a server that
+//! cannot mint refuses before any DDL), the largest stored id is read, and the plan runs. Inserts
+//! from other sessions wait for the lock, then use the new default. `SET lock_timeout` first on a
+//! busy table. Under REPEATABLE READ or SERIALIZABLE the reads after the lock would still see the
+//! snapshot from before it, so only a dry run runs there.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;

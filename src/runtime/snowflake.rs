@@ -143,7 +143,7 @@ fn next_owned_id_guarded() -> i64 {
     let tl = Timeline::of(guc::layout());
     let (_, now_tick) = tl.word_at(clock::now_unix_ns()).unwrap_or((0, 0));
     // A clock behind the latest tick snowflake_next() minted at: pick among the shards as of that tick,
-    // and raise the one picked to it, so that mint() mints at or after it, waiting for the clock
+    // and raise the one picked to it, so that next_id() mints at or after it, waiting for the clock
     // (within the lead, not at all) or refusing (58000) as for any step back, instead of an idle
     // shard taking the earlier time.
     let seen = shmem::owned_minted_tick();
