@@ -7,13 +7,19 @@
 
 -- ---------------------------------------- Snowflake ids -----------------------------------------
 
--- snowflake_next(int) has a hand-written fmgr entry, snowflake_next_fast (src/api/snowflake.rs),
--- which serves the common case and hands everything else to the pgrx wrapper of the guarded
--- function. CALLED ON NULL INPUT: a NULL shard is an error (22004), not a NULL key.
+-- Both snowflake_next functions have hand-written fmgr entries (src/api/snowflake.rs), which
+-- serve the common case and hand everything else to the pgrx wrapper of the guarded function.
+-- CALLED ON NULL INPUT: a NULL shard is an error (22004), not a NULL key.
 CREATE FUNCTION snowflake_next(shard int) RETURNS bigint
 LANGUAGE c VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'snowflake_next_fast';
 COMMENT ON FUNCTION snowflake_next(int) IS 'The next snowflake id for a shard: time, shard and sequence in 63 bits';
+
+-- From the shards this server owns. The entry point and STRICT (which means nothing without
+-- arguments) are what pgrx declared up to 0.3.0, so every version's catalog entry is the same.
+CREATE FUNCTION snowflake_next() RETURNS bigint
+LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'snowflake_next_default_wrapper';
 
 -- snowflake_decode returns a record with OUT parameters, so it serves both SELECT * FROM
 -- snowflake_decode(id) and (snowflake_decode(id)).shard. pgrx 0.18 has no OUT-parameter return,

@@ -35,59 +35,94 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// Refuses (55000) on a server whose set is `*`: it was never told what it owns, and another
 /// server may pick the same shards. `snowflake_id.default_shard`, when set, narrows it to that
 /// one shard of the set (0.1.0's meaning); under `*` it is still honoured, with a WARNING, so that
-/// a 0.1.0 configuration keeps working across the upgrade.
+/// a 0.1.0 configuration keeps working across the upgrade. PostgreSQL reaches it through
+/// [`snowflake_next_default_wrapper`] below.
 ///
-/// VOLATILE and PARALLEL UNSAFE for the same reasons as `snowflake_next(shard)`. (The Rust name
-/// keeps the C symbol 0.1.0's definition points to.)
-#[pg_extern(volatile, parallel_unsafe, name = "snowflake_next")]
-fn snowflake_next_default() -> i64 {
+/// VOLATILE and PARALLEL UNSAFE for the same reasons as `snowflake_next(shard)`.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn snowflake_next_owned() -> i64 {
     snowflake::next_owned_id()
 }
 
-/// PostgreSQL's entry point for `snowflake_next(int)`.
+/// Serves a call from `fast`, or else hands it to `guarded`, the pgrx wrapper of the complete
+/// function.
 ///
-/// The function runs once per row of tables that take billions of rows, and pgrx's guarded wrapper
-/// adds work to every call (catch_unwind, error-context bookkeeping, moving a `Result`-sized
-/// value). So the common case, a valid shard whose next id lies within the lead and below the
-/// reservation, is served here (`crate::runtime::snowflake::try_next_id_fast`): argument, layout
-/// and fencing checks, one clock read (the TSC when `snowflake_id.clock_source` allows), one
-/// compare-and-swap, and on a tick's first id one counter add. It allocates nothing, raises
-/// nothing and takes no lock; a panic is caught just the same. Anything else (NULL, a bad or
-/// fenced shard, no preload, a backend that has not yet checked for recovery and its database's
-/// id space, a lost race, a wait, a reservation to renew, an error) goes to the pgrx wrapper of
-/// [`snowflake_next`], which does it all again, fully guarded. Nothing was issued on the fast path
+/// The id functions run once per row of tables that take billions of rows, and pgrx's guarded
+/// wrapper adds work to every call (catch_unwind, error-context bookkeeping, moving a
+/// `Result`-sized value). So the common case, a valid shard whose next id lies within the lead and
+/// below the reservation, is served by `fast` (`crate::runtime::snowflake::try_next_id_fast` and
+/// `try_next_owned_id_fast`): argument, layout and fencing checks, one clock read (the TSC when
+/// `snowflake_id.clock_source` allows), one compare-and-swap, and on a tick's first id one counter
+/// add. It allocates nothing, raises nothing and takes no lock; a panic is caught just the same.
+/// Anything else (NULL, a bad or fenced shard, no preload, a backend that has not yet checked for
+/// recovery and its database's id space, a lost race, a wait, a reservation to renew, an error)
+/// goes to `guarded`, which does it all again, fully guarded. Nothing was issued on the fast path
 /// in that case. `make bench` measures both entries.
 ///
 /// # Safety
-/// Called by PostgreSQL's fmgr with the one `int` argument its declaration in sql/finalize.sql gives it.
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    let fast = std::panic::catch_unwind(|| {
-        // SAFETY: fmgr passes one argument, as declared; `args` is its inline array.
-        let arg = unsafe { *(*fcinfo).args.as_ptr() };
-        if arg.isnull {
-            return None;
-        }
-        // An int4 Datum holds the value in its low 32 bits (DatumGetInt32).
-        snowflake::try_next_id_fast(arg.value.value() as i32)
-    });
-    if let Ok(Some(id)) = fast {
+/// `fcinfo` is fmgr's, for a call of the function `guarded` is the pgrx wrapper of.
+#[inline(always)]
+unsafe fn fast_or_guarded(
+    fcinfo: pg_sys::FunctionCallInfo,
+    fast: impl FnOnce() -> Option<i64>,
+    guarded: unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum,
+) -> pg_sys::Datum {
+    let issued = std::panic::catch_unwind(std::panic::AssertUnwindSafe(fast));
+    if let Ok(Some(id)) = issued {
         return pg_sys::Datum::from(id);
     }
     // The wrapper may raise an ERROR, which longjmps over this frame: nothing with a destructor
     // (such as a caught panic's payload) may still be alive here.
-    drop(fast);
-    // SAFETY: the pgrx-generated entry point of `snowflake_next`, called with our fcinfo.
-    unsafe { snowflake_next_wrapper(fcinfo) }
+    drop(issued);
+    // SAFETY: the caller's fcinfo, for the function `guarded` wraps.
+    unsafe { guarded(fcinfo) }
 }
+
+/// PostgreSQL's entry point for `snowflake_next(int)` (declared in sql/finalize.sql).
+///
+/// # Safety
+/// Called by PostgreSQL's fmgr with the one `int` argument its declaration gives it.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub unsafe extern "C-unwind" fn snowflake_next_fast(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    let fast = || {
+        // SAFETY: fmgr passes one argument, as declared; `args` is its inline array.
+        let arg = unsafe { *(*fcinfo).args.as_ptr() };
+        // An int4 Datum holds the value in its low 32 bits (DatumGetInt32).
+        (!arg.isnull).then(|| snowflake::try_next_id_fast(arg.value.value() as i32)).flatten()
+    };
+    // SAFETY: fmgr's fcinfo for snowflake_next(int), which snowflake_next_wrapper wraps.
+    unsafe { fast_or_guarded(fcinfo, fast, snowflake_next_wrapper) }
+}
+
+/// PostgreSQL's entry point for `snowflake_next()` (declared in sql/finalize.sql). The symbol is
+/// the one 0.1.0's install script names (pgrx's wrapper of a Rust function of that name), so that
+/// every version's catalog entry still finds it.
+///
+/// # Safety
+/// Called by PostgreSQL's fmgr, with no arguments.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub unsafe extern "C-unwind" fn snowflake_next_default_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr's fcinfo for snowflake_next(), which snowflake_next_owned_wrapper wraps.
+    unsafe { fast_or_guarded(fcinfo, snowflake::try_next_owned_id_fast, snowflake_next_owned_wrapper) }
+}
+
+/// `PG_FUNCTION_INFO_V1` of a hand-written entry point.
+const FINFO_V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
 
 /// `PG_FUNCTION_INFO_V1(snowflake_next_fast)`.
 #[unsafe(no_mangle)]
 #[doc(hidden)]
 pub extern "C" fn pg_finfo_snowflake_next_fast() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
+    &FINFO_V1
+}
+
+/// `PG_FUNCTION_INFO_V1(snowflake_next_default_wrapper)`.
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_snowflake_next_default_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    &FINFO_V1
 }
 
 fn parts(id: i64) -> Result<Parts, ErrorReport> {

@@ -52,7 +52,7 @@ pub fn next_owned_id() -> i64 {
 /// Raises nothing and allocates nothing; `None` hands the call to [`next_owned_id_guarded`], with
 /// nothing issued.
 #[inline]
-fn try_next_owned_id_fast() -> Option<i64> {
+pub fn try_next_owned_id_fast() -> Option<i64> {
     if !generate::fast_path_open() || guc::default_shard().is_some() {
         return None;
     }
