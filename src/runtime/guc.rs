@@ -35,7 +35,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, GucValue};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -278,6 +278,18 @@ pub fn init() {
     reserve_prefix();
 }
 
+/// A scalar setting's value, read as PostgreSQL's own code reads its variables. `GucSetting::get`
+/// first checks that it runs on the thread that first called into PostgreSQL, through a
+/// thread-local: a `__tls_get_addr` call from a loaded library, five of them per id on the id
+/// path. That path runs only where fmgr calls it, on the backend's one thread, which is the only
+/// thread that ever writes a setting; so its settings are read here, without the check.
+#[inline]
+fn current<T: GucValue>(setting: &GucSetting<T>) -> T {
+    // SAFETY: the variable PostgreSQL assigns, read on the one thread that assigns it (above);
+    // GucRegistry initialised it at registration, before any SQL function could run.
+    unsafe { T::from_raw(*setting.as_ptr()) }
+}
+
 /// Whether the fleet check may connect to other servers (`snowflake_id.fleet_connections`).
 pub fn fleet_connections() -> bool {
     FLEET_CONNECTIONS.get()
@@ -292,12 +304,15 @@ pub fn layout() -> &'static Layout {
 /// The snowflake clock policy from the current settings.
 pub fn clock_policy() -> ClockPolicy {
     // The settings are registered with non-negative bounds.
-    ClockPolicy { max_lead_ms: MAX_LEAD_MS.get().unsigned_abs(), max_wait_ms: MAX_REWIND_WAIT_MS.get().unsigned_abs() }
+    ClockPolicy {
+        max_lead_ms: current(&MAX_LEAD_MS).unsigned_abs(),
+        max_wait_ms: current(&MAX_REWIND_WAIT_MS).unsigned_abs(),
+    }
 }
 
 /// The UUIDv7 clock policy: its own lead, the shared rewind wait.
 pub fn uuidv7_clock_policy() -> ClockPolicy {
-    ClockPolicy { max_lead_ms: UUIDV7_MAX_LEAD_MS.get().unsigned_abs(), ..clock_policy() }
+    ClockPolicy { max_lead_ms: current(&UUIDV7_MAX_LEAD_MS).unsigned_abs(), ..clock_policy() }
 }
 
 /// Whether this server may mint for `shard` (`snowflake_id.shards`).
@@ -362,7 +377,7 @@ pub fn shards_text() -> String {
 
 /// `snowflake_id.default_shard`, if set.
 pub fn default_shard() -> Option<i64> {
-    let s = DEFAULT_SHARD.get();
+    let s = current(&DEFAULT_SHARD);
     (s >= 0).then_some(i64::from(s))
 }
 
@@ -375,13 +390,13 @@ pub fn public_keys_file() -> String {
 /// Whether `snowflake_id.clock_source` lets the generators use the TSC.
 #[inline]
 pub fn use_cycle_counter() -> bool {
-    CLOCK_SOURCE.get() == ClockSource::Auto
+    current(&CLOCK_SOURCE) == ClockSource::Auto
 }
 
 /// `snowflake_id.debug_clock_offset` in nanoseconds (0 unless a fault test set it).
 #[inline]
 pub fn debug_clock_offset_ns() -> i64 {
-    i64::from(DEBUG_CLOCK_OFFSET_MS.get()) * crate::core::time::NS_PER_MS
+    i64::from(current(&DEBUG_CLOCK_OFFSET_MS)) * crate::core::time::NS_PER_MS
 }
 
 /// The widths and the epoch, checked together.
