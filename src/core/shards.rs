@@ -184,6 +184,19 @@ pub fn pick<T>(shards: impl IntoIterator<Item = (T, u64)>, now_tick: u64, low_bi
     earliest.map(|(_, s)| s)
 }
 
+/// The shard plan (docs/fleet.md): server `server` of at most `servers`, in a layout of
+/// `shard_count` shards, owns the inclusive block `server·shard_count/servers ..
+/// (server+1)·shard_count/servers − 1`. Blocks of consecutive servers are adjacent and never
+/// overlap; `None` when the plan has no such server (`server >= servers`) or gives it no shard
+/// (more servers than shards).
+pub fn plan_block(server: u64, servers: u64, shard_count: u64) -> Option<(u32, u32)> {
+    if server >= servers || servers > shard_count {
+        return None;
+    }
+    let bound = |k: u64| u32::try_from(u128::from(k) * u128::from(shard_count) / u128::from(servers)).ok();
+    Some((bound(server)?, bound(server + 1)?.checked_sub(1)?))
+}
+
 /// The canonical spelling, which [`ShardSet::parse`] reads back.
 impl fmt::Display for ShardSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -209,6 +222,26 @@ impl fmt::Display for ShardSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shard_plan() {
+        // docs/fleet.md's table: 128 each for up to 64 servers of the default 8,192 shards.
+        assert_eq!(plan_block(0, 64, 8192), Some((0, 127)));
+        assert_eq!(plan_block(1, 64, 8192), Some((128, 255)));
+        assert_eq!(plan_block(63, 64, 8192), Some((8064, 8191)));
+        assert_eq!(plan_block(64, 64, 8192), None);
+        assert_eq!(plan_block(1, 64, 1024), Some((16, 31)));
+        assert_eq!(plan_block(2, 3, 8), Some((5, 7)));
+        assert_eq!(plan_block(0, 1, 1), Some((0, 0)));
+        assert_eq!(plan_block(0, 2, 1), None);
+        // Every shard in exactly one block, for any ceiling.
+        for (servers, count) in [(1, 1), (3, 8), (7, 1024), (64, 65536), (100, 8192)] {
+            let blocks: Vec<_> = (0..servers).map(|k| plan_block(k, servers, count).unwrap()).collect();
+            assert_eq!(blocks[0].0, 0);
+            assert_eq!(u64::from(blocks[blocks.len() - 1].1) + 1, count);
+            assert!(blocks.windows(2).all(|w| w[0].1 + 1 == w[1].0 && w[0].0 <= w[0].1));
+        }
+    }
 
     #[test]
     fn owned_shards_in_order() {

@@ -13,6 +13,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use crate::core::layout::{IdError, Layout, LayoutError};
 use crate::core::monotonic::IssueError;
 use crate::core::reservation::Refusal;
+use crate::core::shards::plan_block;
 use crate::core::time::{self, NS_PER_MS};
 
 const FUNC: &str = "snowflake_id";
@@ -296,8 +297,24 @@ pub fn shard_not_assigned(shard: u32, allowed: &str) -> ErrorReport {
     ))
 }
 
-/// `snowflake_next()` on a server that has not been told which shards it owns (`*`).
-pub fn no_owned_shards() -> ErrorReport {
+/// `snowflake_next()` on a server that has not been told which shards it owns (`*`), in a layout
+/// of `shard_count` shards. The hint gives the shard plan's blocks (`core::shards::plan_block`).
+pub fn no_owned_shards(shard_count: u64) -> ErrorReport {
+    let servers = shard_count.min(64);
+    let plan = match (plan_block(1, servers, shard_count), shard_count / servers) {
+        (Some((lo, hi)), block) if block > 1 => format!(
+            "with up to {servers} servers, server k owns {block}k to {block}k+{}, for example \
+            snowflake_id.shards = '{lo}-{hi}' on server 1",
+            block - 1
+        ),
+        (Some((lo, _)), _) => format!(
+            "with up to {servers} servers, server k owns shard k, for example snowflake_id.shards = '{lo}' on \
+            server 1"
+        ),
+        (None, _) => {
+            "this layout has one shard, so only one server may mint: snowflake_id.shards = '0' on it".to_owned()
+        }
+    };
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id.shards does not say which shards this server owns",
@@ -307,11 +324,10 @@ pub fn no_owned_shards() -> ErrorReport {
         "snowflake_next() mints from the shards this server owns, and snowflake_id.shards is \"*\": every \
         shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.",
     )
-    .set_hint(
+    .set_hint(format!(
         "Give each server its own block of shards, one line in its postgresql.conf (from configuration \
-        management, never in a migration): with up to 64 servers, server k owns 128k to 128k+127, for example \
-        snowflake_id.shards = '128-255' on server 1. Then SELECT pg_reload_conf().",
-    )
+        management, never in a migration): {plan}. Then SELECT pg_reload_conf()."
+    ))
 }
 
 /// `snowflake_next()` minting for `default_shard` on a server whose list is `*` (a WARNING).

@@ -137,7 +137,7 @@ fn next_owned_id_guarded() -> i64 {
             return next_id(shard);
         }
         Some(shard) => return next_id(shard),
-        None if unassigned => errors::raise(errors::no_owned_shards()),
+        None if unassigned => errors::raise(errors::no_owned_shards(guc::layout().shard_count() as u64)),
         None => {}
     }
     let tl = Timeline::of(guc::layout());
