@@ -456,10 +456,13 @@ fn capitalized(why: &str) -> String {
 pub fn in_recovery() -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot mint ids during recovery", FUNC)
         .set_detail("A standby shares its primary's shards; ids minted here would repeat the primary's.")
-        .set_hint(
-            "Mint ids on the primary. Once promoted, this server mints above the old primary's ids \
-            (on PostgreSQL 14, call snowflake_id_advance() first).",
-        )
+        .set_hint(if cfg!(feature = "pg14") {
+            "Mint ids on the primary. Once promoted, call snowflake_id_advance() before this server mints: \
+            PostgreSQL 14 replays no record of the primary's reservation."
+        } else {
+            "Mint ids on the primary. Once promoted, this server mints above every id whose reservation it \
+            replayed."
+        })
 }
 
 /// `snowflake_id_advance` to a point it must not reach.
