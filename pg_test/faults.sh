@@ -281,6 +281,10 @@ SQL
 server_reset snowflake_id.max_rewind_wait
 check "advance: refused in a read-only transaction (25006)" "25006" \
   "$(sqlstate "BEGIN READ ONLY" "SELECT snowflake_id_advance(now())")"
+# The refusal comes before the time is judged: 'infinity' cannot be converted (22008), but a
+# read-only transaction is told what it can do about it first.
+check "advance: refused in a read-only transaction before its time is judged (25006)" "25006" \
+  "$(sqlstate "BEGIN READ ONLY" "SELECT snowflake_id_advance('infinity')")"
 
 # --- A hot standby: shares the primary's shards, so it must not mint ------------------------------
 log "faults: a hot standby refuses to mint; promoted, it mints above the primary's ids"
@@ -313,8 +317,9 @@ check "standby: it streams from the primary (received its WAL)" "t" \
   "$(sbq -c "SELECT coalesce(pg_last_wal_receive_lsn() >= '$primary_lsn', false)")"
 check "standby: snowflake_next refuses with 25006" "25006" "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_next(1)")"
 check "standby: uuidv7_next refuses with 25006" "25006" "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT uuidv7_next()")"
-check "standby: snowflake_id_advance refuses with 25006" "25006" \
-  "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_id_advance(now())")"
+check "standby: snowflake_id_advance refuses with 25006, whatever the time" "25006 25006" \
+  "$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_id_advance(now())") \
+$(PGHOST="$SB" PGPORT="$SB_PORT" sqlstate "SELECT snowflake_id_advance('infinity')")"
 check "standby: the readers work" "1" "$(sbq -c "SELECT snowflake_shard($primary_max)")"
 as_postgres "$(pg_bin "$V")/pg_ctl" -D "$SB/data" -w -t 60 promote >/dev/null
 # Those ids were handed out by a SELECT and stored nowhere, so the first-mint scan cannot see
