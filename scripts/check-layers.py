@@ -14,7 +14,14 @@ Imports are read from the code with comments and string literals removed: every 
 `crate`, `super`, `self`, or a name a `use` binds to a module (an `as` alias, `use crate::runtime;`
 or `{self as rt}` included), resolved to the module files it names. A glob import of another module
 is refused, since it would hide what the code uses (a test module's `use super::*` imports its own
-file). Test modules count like any other code. Run from anywhere; exits 1 and names each offending import.
+file). Test modules count like any other code.
+
+What would let a path name one module while the code reaches another is refused outright: a
+`#[path]` attribute, `extern crate`, an exported macro (`#[macro_export]`, `#[macro_use]`), and a
+re-export (`pub use`) in lib.rs or a layer's mod.rs. A module file below a layer's module (such as
+`runtime/errors/sub.rs`) takes its parent's place in the order. Outside its test modules, the core
+reads no real clock (`SystemTime`, `Instant`, `libc`): it takes time as an argument. Run from
+anywhere; exits 1 and names each offending import.
 """
 
 import os
@@ -193,6 +200,23 @@ def imports(module, text, names):
     return found, problems
 
 
+def without_test_modules(text):
+    """`text` (comments and literals already stripped) without its `#[cfg(test)] mod name { ... }`
+    blocks."""
+    out, i = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
+        if m.start() < i:
+            continue
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
 def order(mod_rs):
     """The numbered order in a layer's mod.rs comment: lines such as `//! 3. `layout`: ...`."""
     text = open(mod_rs, encoding="utf-8").read()
@@ -221,6 +245,15 @@ def main():
         layer = module.split("::")[0] if module else ""
         if layer == "core" and re.search(r"\bpgrx\b", text):
             problems.append(f"{where}: the pure core names pgrx")
+        if layer == "core" and (m := re.search(r"\b(SystemTime|Instant|libc)\b", without_test_modules(text))):
+            problems.append(f"{where}: the pure core reads a real clock or the OS ({m.group(1)}) outside its tests")
+        for pattern, what in ((r"#\s*\[\s*path\b", "a #[path] attribute"), (r"\bextern\s+crate\b", "extern crate"),
+                              (r"#\s*\[\s*macro_(?:export|use)\b", "an exported macro")):
+            if re.search(pattern, text):
+                problems.append(f"{where}: {what}, which hides which module a path names")
+        if os.path.basename(path) in ("lib.rs", "mod.rs") and re.search(r"\bpub\s*(?:\([^)]*\)\s*)?use\b", text):
+            problems.append(f"{where}: a re-export in a layer's root, which hides which module a path names")
+        own_top = "::".join(module.split("::")[:2])
         found, import_problems = imports(module, text, names)
         problems.extend(f"{where}: {p}" for p in import_problems)
         for target in sorted(found):
@@ -232,8 +265,8 @@ def main():
                 problems.append(f"{where}: the runtime imports {target}")
             elif layer == "api" and target_layer == "api" and target != "api" and module != "api":
                 problems.append(f"{where}: {module} imports {target}; API files share code through src/api/mod.rs only")
-            elif layer in ("core", "runtime") and target_layer == layer and target != layer:
-                mine, theirs = ranks.get(module), ranks.get(top)
+            elif layer in ("core", "runtime") and target_layer == layer and target != layer and top != own_top:
+                mine, theirs = ranks.get(own_top), ranks.get(top)
                 if mine and theirs and theirs[1] >= mine[1]:
                     problems.append(
                         f"{where}: {module} imports {top}, which does not come before it in src/{layer}/mod.rs's order"
