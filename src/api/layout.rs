@@ -52,7 +52,7 @@ fn snowflake_layout(
     let l = Layout::new(widths, epoch_ms).map_err(|e| errors::bad_layout(&e))?;
     let w = l.widths();
     // A layout that ends after PostgreSQL's last timestamp (294276 AD) lasts forever as far as
-    // any timestamptz can tell: its end is 'infinity'. timestamptz_from_ms refuses such a time
+    // any timestamptz can tell: its end is 'infinity'. timestamp::from_unix_ms refuses such a time
     // rather than clamping it, so nothing else becomes infinity.
     let last_timestamp =
         timestamp::from_unix_ms(l.last_unix_ms()).unwrap_or_else(|_| TimestampWithTimeZone::positive_infinity());

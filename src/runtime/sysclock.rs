@@ -17,7 +17,8 @@ pub fn real_unix_ns() -> i64 {
     ts.tv_sec.wrapping_mul(NS_PER_SEC).wrapping_add(ts.tv_nsec)
 }
 
-/// `CLOCK_REALTIME` in milliseconds: what the reservation file records as its write time.
+/// `CLOCK_REALTIME` in milliseconds: what the reservation file records as its write time, and what
+/// a layout's epoch is checked against (never a shifted test clock).
 pub fn real_unix_ms() -> i64 {
     real_unix_ns().div_euclid(NS_PER_MS)
 }
