@@ -281,8 +281,10 @@ SQL
 server_reset snowflake_id.max_rewind_wait
 check "advance: refused in a read-only transaction (25006)" "25006" \
   "$(sqlstate "BEGIN READ ONLY" "SELECT snowflake_id_advance(now())")"
-# The refusal comes before the time is judged: 'infinity' cannot be converted (22008), but a
-# read-only transaction is told what it can do about it first.
+# The refusal comes before the time is judged: 'infinity' cannot be converted (22008, the control
+# below), but a read-only transaction is told what it can do about it first.
+check "advance: 'infinity' cannot be converted in a read-write transaction (22008)" "22008" \
+  "$(sqlstate "SELECT snowflake_id_advance('infinity')")"
 check "advance: refused in a read-only transaction before its time is judged (25006)" "25006" \
   "$(sqlstate "BEGIN READ ONLY" "SELECT snowflake_id_advance('infinity')")"
 

@@ -197,6 +197,27 @@ pub fn plan_block(server: u64, servers: u64, shard_count: u64) -> Option<(u32, u
     Some((bound(server)?, bound(server + 1)?.checked_sub(1)?))
 }
 
+/// The shard plan for a layout of `shard_count` shards, as one sentence: at most 64 servers (fewer
+/// when the layout has fewer shards), server 1's line as the example. What the hint of a server
+/// that owns no shards says.
+pub fn plan_sentence(shard_count: u64) -> String {
+    let servers = shard_count.min(64);
+    match (plan_block(1, servers, shard_count), shard_count / servers.max(1)) {
+        (Some((lo, hi)), block) if block > 1 => format!(
+            "Give each server its own block of shards: with up to {servers} servers, server k owns shards \
+            k*{block} to k*{block}+{}, for example snowflake_id.shards = '{lo}-{hi}' on server 1.",
+            block - 1
+        ),
+        (Some((lo, _)), _) => format!(
+            "Give each server its own shard: with up to {servers} servers, server k owns shard k, for example \
+            snowflake_id.shards = '{lo}' on server 1."
+        ),
+        _ => "This layout has one shard, so only one server may mint snowflake ids: give it \
+            snowflake_id.shards = '0'."
+            .to_owned(),
+    }
+}
+
 /// The canonical spelling, which [`ShardSet::parse`] reads back.
 impl fmt::Display for ShardSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -240,6 +261,28 @@ mod tests {
             assert_eq!(blocks[0].0, 0);
             assert_eq!(u64::from(blocks[blocks.len() - 1].1) + 1, count);
             assert!(blocks.windows(2).all(|w| w[0].1 + 1 == w[1].0 && w[0].0 <= w[0].1));
+        }
+    }
+
+    #[test]
+    fn the_plan_in_words() {
+        let example = |count| {
+            let s = plan_sentence(count);
+            s[s.find("snowflake_id.shards = ").unwrap()..].split(' ').nth(2).unwrap().to_owned()
+        };
+        assert_eq!(example(8192), "'128-255'");
+        assert!(plan_sentence(8192).contains("server k owns shards k*128 to k*128+127"));
+        assert_eq!(example(65536), "'1024-2047'");
+        assert_eq!(example(1024), "'16-31'");
+        assert_eq!(example(128), "'2-3'");
+        assert_eq!(example(64), "'1'");
+        assert!(plan_sentence(2).contains("with up to 2 servers, server k owns shard k"));
+        assert!(plan_sentence(1).starts_with("This layout has one shard"));
+        // Every example parses in its layout.
+        for bits in 0..=16 {
+            let count = 1u64 << bits;
+            let line = example(count);
+            ShardSet::parse(line.trim_matches(|c| c == '\'' || c == '.'), (count - 1) as u32).unwrap();
         }
     }
 

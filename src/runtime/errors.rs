@@ -13,7 +13,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use crate::core::layout::{IdError, Layout, LayoutError};
 use crate::core::monotonic::IssueError;
 use crate::core::reservation::Refusal;
-use crate::core::shards::plan_block;
+use crate::core::shards::plan_sentence;
 use crate::core::time::{self, NS_PER_MS};
 
 const FUNC: &str = "snowflake_id";
@@ -298,23 +298,8 @@ pub fn shard_not_assigned(shard: u32, allowed: &str) -> ErrorReport {
 }
 
 /// `snowflake_next()` on a server that has not been told which shards it owns (`*`), in a layout
-/// of `shard_count` shards. The hint gives the shard plan's blocks (`core::shards::plan_block`).
+/// of `shard_count` shards. The hint gives the shard plan (`core::shards::plan_sentence`).
 pub fn no_owned_shards(shard_count: u64) -> ErrorReport {
-    let servers = shard_count.min(64);
-    let plan = match (plan_block(1, servers, shard_count), shard_count / servers) {
-        (Some((lo, hi)), block) if block > 1 => format!(
-            "with up to {servers} servers, server k owns {block}k to {block}k+{}, for example \
-            snowflake_id.shards = '{lo}-{hi}' on server 1",
-            block - 1
-        ),
-        (Some((lo, _)), _) => format!(
-            "with up to {servers} servers, server k owns shard k, for example snowflake_id.shards = '{lo}' on \
-            server 1"
-        ),
-        (None, _) => {
-            "this layout has one shard, so only one server may mint: snowflake_id.shards = '0' on it".to_owned()
-        }
-    };
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id.shards does not say which shards this server owns",
@@ -325,8 +310,9 @@ pub fn no_owned_shards(shard_count: u64) -> ErrorReport {
         shard, which another server may also mint for. Two servers minting for one shard can repeat each other's ids.",
     )
     .set_hint(format!(
-        "Give each server its own block of shards, one line in its postgresql.conf (from configuration \
-        management, never in a migration): {plan}. Then SELECT pg_reload_conf()."
+        "{} One line in each server's postgresql.conf, from configuration management (never in a migration), then \
+        SELECT pg_reload_conf().",
+        plan_sentence(shard_count)
     ))
 }
 
@@ -457,8 +443,9 @@ pub fn in_recovery() -> ErrorReport {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION, "cannot mint ids during recovery", FUNC)
         .set_detail("A standby shares its primary's shards; ids minted here would repeat the primary's.")
         .set_hint(if cfg!(feature = "pg14") {
-            "Mint ids on the primary. Once promoted, call snowflake_id_advance() before this server mints: \
-            PostgreSQL 14 replays no record of the primary's reservation."
+            "Mint ids on the primary. PostgreSQL 14 replays no record of the primary's reservation: once \
+            promoted, and before this server mints, a superuser runs SELECT snowflake_id_advance(now() + interval \
+            '2 seconds'), or the old primary's reservation if later."
         } else {
             "Mint ids on the primary. Once promoted, this server mints above every id whose reservation it \
             replayed."
