@@ -41,7 +41,7 @@ fn snowflake_next(shard: Option<i32>) -> i64 {
 /// VOLATILE and PARALLEL UNSAFE for the same reasons as `snowflake_next(shard)`.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn snowflake_next_owned() -> i64 {
-    snowflake::next_owned_id()
+    snowflake::next_owned_id_guarded()
 }
 
 /// Serves a call from `fast`, or else hands it to `guarded`, the pgrx wrapper of the complete

@@ -125,7 +125,7 @@ static WARNED_UNASSIGNED: AtomicBool = AtomicBool::new(false);
 /// The id `snowflake_next()` mints from the owned shards, through the guarded path: the first
 /// call of a backend, a set of `*` or a closed fence, `default_shard`, waits and errors.
 #[cold]
-fn next_owned_id_guarded() -> i64 {
+pub fn next_owned_id_guarded() -> i64 {
     let unassigned = guc::with_shard_set(|set| set.owned().is_none());
     match guc::default_shard() {
         // 0.1.0's configuration (a default shard, the list left at '*') keeps minting across an
