@@ -20,7 +20,9 @@ What would let a path name one module while the code reaches another is refused 
 `#[path]` attribute, `extern crate`, an exported macro (`#[macro_export]`, `#[macro_use]`), and a
 re-export (`pub use`) in lib.rs or a layer's mod.rs. A module file below a layer's module (such as
 `runtime/errors/sub.rs`) takes its parent's place in the order. Outside its test modules, the core
-reads no real clock (`SystemTime`, `Instant`, `libc`): it takes time as an argument. Run from
+names none of the ways Rust reads a real clock or calls the OS (`SystemTime`, `Instant`,
+`UNIX_EPOCH`, `libc`, `std::fs`, `std::env`, `std::thread`, `std::net`, `std::process`): it takes
+time and the outside world as arguments. Run from
 anywhere; exits 1 and names each offending import.
 """
 
@@ -245,7 +247,8 @@ def main():
         layer = module.split("::")[0] if module else ""
         if layer == "core" and re.search(r"\bpgrx\b", text):
             problems.append(f"{where}: the pure core names pgrx")
-        if layer == "core" and (m := re.search(r"\b(SystemTime|Instant|libc)\b", without_test_modules(text))):
+        if layer == "core" and (m := re.search(r"\b(SystemTime|Instant|UNIX_EPOCH|libc|std\s*::\s*(?:fs|env|thread|net|process))\b",
+                                                without_test_modules(text))):
             problems.append(f"{where}: the pure core reads a real clock or the OS ({m.group(1)}) outside its tests")
         for pattern, what in ((r"#\s*\[\s*path\b", "a #[path] attribute"), (r"\bextern\s+crate\b", "extern crate"),
                               (r"#\s*\[\s*macro_(?:export|use)\b", "an exported macro")):
