@@ -1,8 +1,8 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: help demo test bench bench-replay chaos package test-package extension-image test-image repo dist install fmt
+.PHONY: help demo test bench bench-replay bench-instructions chaos package test-package extension-image test-image repo dist install fmt
 
 help:   ## list the commands (a plain `make` does nothing else)
-	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
+	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 28
 
 demo:   ## set up from nothing and run the demo on a throwaway PostgreSQL 15 cluster
 	bash scripts/demo.sh
@@ -13,9 +13,13 @@ test:   ## set up from nothing and run every test (PG_VERSIONS="15 18" by defaul
 bench:  ## benchmark the generators against nextval, gen_random_uuid() and the peers
 	bash scripts/bench.sh
 	bash scripts/bench-replay.sh
+	bash scripts/bench-instructions.sh
 
 bench-replay: ## how long a server takes to replay a long archive of reservation records
 	bash scripts/bench-replay.sh
+
+bench-instructions: ## CPU instructions per id (callgrind): repeatable where timings are noisy
+	bash scripts/bench-instructions.sh
 
 chaos:  ## a Jepsen-style fault run over a replicated fleet (MODE, SEED, DURATION, SABOTAGE)
 	bash scripts/chaos.sh

@@ -597,6 +597,8 @@ def report(gens, results, notes):
         "## Per-id cost",
         "",
         f"`SELECT count(x) FROM (SELECT <gen> x FROM generate_series(1, {results['per_id']['rows']:,}) g) s`, minus the same query over the bare series ({results['per_id']['baseline_ms']:.0f} ms).",
+        "The same rows counted in CPU instructions, which do not move with the machine's load: "
+        "[bench/instructions.md](bench/instructions.md) (`make bench-instructions`).",
         "",
         "| generator | ns per id | × nextval | × gen_random_uuid |",
         "|---|---|---|---|",
