@@ -16,6 +16,22 @@ check "a 300 MB layout is refused with 22023 under a 2 GiB limit" "22023" \
 check "a long epoch-like layout is refused with 22023" "22023" "$(sqlstate "SELECT * FROM snowflake_layout(repeat('9', 100000))")"
 msg="$( { psql -X -d sfid_cluster -c "SELECT * FROM snowflake_layout(repeat('x', 1000000))" 2>&1 || true; } | wc -c)"
 check "the refusal quotes a short prefix only (${msg} bytes of message)" "t" "$([ "$msg" -lt 600 ] && echo t || echo f)"
+# A 16 MB array of 134,217,727 NULLs: converted to a vector of strings before its length was looked
+# at (issue 31), it took 3.2 GB. Its length is now read from its header, with the server's setting
+# on or off; so is the length of each connection string.
+# Another session lives through it all: a restart of the server would end it.
+psql -X -q -d sfid_cluster -c "SELECT pg_sleep(3)" >/dev/null 2>&1 &
+bystander=$!
+huge="SELECT * FROM snowflake_fleet_check(array_fill(NULL::text, ARRAY[134217727]))"
+check "a fleet check of 134,217,727 NULL peers is refused with 54000 under a 2 GiB limit" "54000" "$(sqlstate "$huge")"
+check "one connection string of 9 kB is refused with 54000" "54000" \
+  "$(sqlstate "SELECT * FROM snowflake_fleet_check(ARRAY['host=a ' || repeat('x', 9000)])")"
+server_set snowflake_id.fleet_connections off
+check "with fleet_connections off, the huge array is refused with 55000, unconverted" "55000" "$(sqlstate "$huge")"
+server_reset snowflake_id.fleet_connections
+bystander_rc=0
+wait "$bystander" || bystander_rc=$?
+check "a session that ran beside them all finished (the server never restarted)" "0" "$bystander_rc"
 check "the same postmaster still runs, and no backend died" "$pm_before|clean" \
   "$(as_postgres head -n 1 "$DATA/postmaster.pid")|$(tail -n +"$((log_lines_before + 1))" "$LOG" | grep -Eq "terminated by signal|was terminated|PANIC" && echo dirty || echo clean)"
 pg_ctl_ -m fast restart

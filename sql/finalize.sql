@@ -154,6 +154,13 @@ REVOKE ALL ON FUNCTION snowflake_id_advance(timestamptz) FROM PUBLIC;
 
 -- --------------------------------------- The fleet check ----------------------------------------
 
+-- Declared here because the peers are taken as the array itself (src/api/fleet.rs), which pgrx
+-- would declare as bytea[]. The same declaration pgrx wrote up to 0.3.0, so the catalog is the same.
+CREATE FUNCTION snowflake_fleet_check(peers text[], max_skew interval DEFAULT '50 ms', timeout interval DEFAULT '5 s')
+RETURNS TABLE (peer text, "check" text, ok boolean, detail text, figures jsonb)
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'snowflake_fleet_check_wrapper';
+
 -- snowflake_fleet_info() is for pg_monitor, like the statistics it summarises; the check connects
 -- out of the server, so it is for superusers unless granted.
 REVOKE ALL ON FUNCTION snowflake_fleet_info() FROM PUBLIC;

@@ -10,6 +10,7 @@
 //!   `dblink` lets superusers; a grantee only with a password of its own and the allow-listed
 //!   keywords of `crate::core::conninfo`. Nobody, when `snowflake_id.fleet_connections` is off.
 
+use pgrx::datum::Array;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
@@ -34,11 +35,15 @@ fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
 /// Checks this server and `peers` (libpq connection strings) for overlapping shards, clones,
 /// layouts, clock skew and reservations: one row per server and check, `ok` when it passed.
 /// Not STRICT: a NULL argument is an error (22004), never an empty, healthy-looking result.
-#[pg_extern(volatile, parallel_unsafe)]
+///
+/// The peers are a `text[]` (declared in sql/finalize.sql), taken as the array itself, not a
+/// `Vec`: pgrx would convert every element before this runs, and an array of a hundred million
+/// NULLs would become gigabytes before the limit of 64 peers was looked at.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn snowflake_fleet_check(
-    peers: Option<Vec<Option<String>>>,
-    max_skew: default!(Option<Interval>, "'50 ms'"),
-    timeout: default!(Option<Interval>, "'5 s'"),
+    peers: Option<Array<'_, &[u8]>>,
+    max_skew: Option<Interval>,
+    timeout: Option<Interval>,
 ) -> Result<
     TableIterator<
         'static,
@@ -57,7 +62,7 @@ fn snowflake_fleet_check(
     let limits =
         Limits { max_skew_us: micros(errors::required(max_skew, "max_skew")?, "max_skew")?, ..Limits::default() };
     let timeout_us = micros(errors::required(timeout, "timeout")?, "timeout")?;
-    let rows = fleet::check(peers, &limits, timeout_us)?;
+    let rows = fleet::check(&peers, &limits, timeout_us)?;
     Ok(TableIterator::new(
         rows.into_iter().map(|(peer, f)| (peer, f.check.to_owned(), f.ok, f.detail, pgrx::JsonB(f.figures))),
     ))

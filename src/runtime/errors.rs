@@ -122,6 +122,15 @@ pub fn too_many_peers(count: usize, max: usize) -> ErrorReport {
     )
 }
 
+/// A fleet check's connection string longer than it takes.
+pub fn conninfo_too_long(len: usize, max: usize) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("a connection string of {len} bytes is longer than one check takes ({max})"),
+        FUNC,
+    )
+}
+
 /// The record's trigger function fired on another table.
 pub fn trigger_not_on_record(function: &str) -> ErrorReport {
     ErrorReport::new(

@@ -47,6 +47,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use pgrx::datum::Array;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 
@@ -60,6 +61,9 @@ use crate::runtime::{errors, guc, shmem, sysclock};
 /// statement, whose snapshot holds back vacuum while it waits.
 const MAX_PEERS: usize = 64;
 const MAX_TIMEOUT_US: i64 = 60_000_000;
+/// The longest connection string a check takes: libpq's are a few hundred bytes. With
+/// [`MAX_PEERS`], what a caller passes can make the check hold at most a few MiB of its own.
+const MAX_CONNINFO_BYTES: usize = 8192;
 
 /// `snowflake_fleet_info()`: this server's facts, as JSON.
 ///
@@ -87,11 +91,17 @@ pub fn check_allowed() -> Result<(), ErrorReport> {
 /// reached, then each asked within `timeout_us`, then the findings about them all, each with the
 /// label of the server it is about.
 ///
+/// The peers are the array the caller passed, unconverted: its length is checked from its header
+/// before any element is read, and each element's before it is copied, so that no array, however
+/// large, makes this backend allocate beyond the limits (a failed Rust allocation would abort the
+/// process, and restart every session of the server).
+///
 /// # Errors
-/// Those of [`check_allowed`]; a timeout outside (0, 1 minute] (22023); more than 64 peers
-/// (54000); a NULL peer (22004); a connection string the caller may not use.
+/// Those of [`check_allowed`]; a timeout outside (0, 1 minute] (22023); more than 64 peers, or
+/// a connection string longer than 8 KiB (54000); a NULL peer (22004); a connection string that is
+/// not text of this database (22023) or that the caller may not use.
 pub fn check(
-    peers: Vec<Option<String>>,
+    peers: &Array<'_, &[u8]>,
     limits: &Limits,
     timeout_us: i64,
 ) -> Result<Vec<(String, Finding)>, ErrorReport> {
@@ -102,7 +112,7 @@ pub fn check(
     if peers.len() > MAX_PEERS {
         return Err(errors::too_many_peers(peers.len(), MAX_PEERS));
     }
-    let peers = peers.into_iter().map(|p| errors::required(p, "a peer")).collect::<Result<Vec<_>, _>>()?;
+    let peers = peers.iter().map(peer_text).collect::<Result<Vec<_>, _>>()?;
     // Every string is judged before any peer is reached.
     for p in &peers {
         vet(p)?;
@@ -115,6 +125,21 @@ pub fn check(
         servers.push(ask(p, timeout));
     }
     Ok(fleet::judge(&labels, &servers, limits).into_iter().map(|f| (labels[f.server].clone(), f)).collect())
+}
+
+/// One element of the peers: a connection string of at most [`MAX_CONNINFO_BYTES`], in UTF-8
+/// (ASCII in a database of another encoding, whose bytes would mean other characters to libpq).
+fn peer_text(peer: Option<&[u8]>) -> Result<String, ErrorReport> {
+    let bytes = errors::required(peer, "a peer")?;
+    if bytes.len() > MAX_CONNINFO_BYTES {
+        return Err(errors::conninfo_too_long(bytes.len(), MAX_CONNINFO_BYTES));
+    }
+    // SAFETY: a plain read of the database's encoding, fixed for the backend's life.
+    let utf8 = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
+    match std::str::from_utf8(bytes) {
+        Ok(text) if utf8 || text.is_ascii() => Ok(text.to_owned()),
+        _ => Err(errors::fleet_connection_string("it is not ASCII, in a database whose encoding is not UTF-8")),
+    }
 }
 
 /// This server's facts, for `snowflake_fleet_info()` and as the check's first server.
