@@ -77,7 +77,11 @@ FROM (VALUES ('snowflake_next(NULL)'), ('snowflake_next(-1)'), ('snowflake_next(
              ('snowflake_layout(''41/17/5'')'), ('snowflake_layout(''41/13/9@1001ms'')'),
              ('snowflake_to_text(-1)'), ('snowflake_from_text(''000000000000'')'), ('snowflake_from_text(''00000O0000000'')'),
              ('snowflake_from_text(''8000000000000'')'), ('ulid_to_uuid(''8ZZZZZZZZZZZZZZZZZZZZZZZZZ'')'),
-             ('ulid_to_uuid(''01FWHE4YDGFK1SHH6W1G60EEC'')')) s(stmt),
+             ('ulid_to_uuid(''01FWHE4YDGFK1SHH6W1G60EEC'')'),
+             -- Non-ASCII look-alikes of the right length in bytes: U+017F (upper() makes it S), a
+             -- full-width digit.
+             ('snowflake_from_text(''00000000000ſ'')'), ('snowflake_from_text(''0000000000０'')'),
+             ('ulid_to_uuid(''000000000000000000000000ſ'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
 -- What PUBLIC may do: mint and read, never configure or reach the counters.
 CREATE ROLE sfid_portable_plain;

@@ -603,7 +603,10 @@ COMMENT ON FUNCTION snowflake_layout(text, timestamptz) IS 'The figures of a sno
 -- snowflake id, the 26 of a ULID for a UUID. Decoding is strict: exactly the width, the alphabet
 -- in either case, no aliases.
 
--- 22P02 for a text that is not the width, has a character outside the alphabet, or is too large.
+-- 22P02 for a text that is not the width in bytes, has a character outside the alphabet (ASCII
+-- only: no upper(), which maps look-alikes such as U+017F onto letters), or is too large. The
+-- alphabet is spelled out in both cases: its lower-case letters (from position 33) are digits 10
+-- to 31. Every character before the first bad one is ASCII, so its position is also its byte's.
 CREATE FUNCTION snowflake_id_portable.base32_digits(t text, kind text, width int) RETURNS int[]
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -616,8 +619,11 @@ BEGIN
     IF octet_length(t) <> width THEN
         why := format('The text is %s bytes long, not %s.', octet_length(t), width);
     ELSE
-        FOR i IN 1 .. width LOOP
-            d := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZ', upper(substr(t, i, 1))) - 1;
+        FOR i IN 1 .. char_length(t) LOOP
+            d := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz', substr(t, i, 1)) - 1;
+            IF d > 31 THEN
+                d := d - 22;
+            END IF;
             IF d < 0 THEN
                 why := format('The text has a character outside Crockford''s base32 alphabet at position %s.', i);
                 EXIT;
