@@ -35,6 +35,19 @@ $_snowflake_id_portable_$
 -- generator has fallen behind the clock, it jumps: under a lock that only these functions take,
 -- setval moves it to the clock's first word. The clock only ever moves a generator forward.
 --
+-- That lock is a row lock on the one row of the table state (lock_config()), which only a role
+-- that may UPDATE the table can take, never a lock on a table itself: any role can hold ROW
+-- EXCLUSIVE on any relation, ours included, to the end of its transaction (nextval() of a
+-- relation's OID locks it before it checks anything, and a rolled-back savepoint keeps the lock),
+-- so a table lock that conflicts with it would let any role stall every call that jumps. The row
+-- lock's own table lock (ROW SHARE) conflicts with no lock a role can take without privileges; it
+-- is taken with NOWAIT, so that a call never queues behind a stronger request (a VACUUM FULL
+-- waiting for such a role), and tried again every few milliseconds for a second at most (55P03).
+-- The row holds the serial of the configuration in force, read under the lock: so what a jump
+-- acts on is the configuration of the row's latest committed version, whatever the caller's
+-- snapshot or catalog cache holds (waiting for a row lock, unlike a table lock, does not make a
+-- backend take in other sessions' catalog changes).
+--
 -- A jump must never move a generator back over a word that a concurrent nextval handed out. So
 -- the sequence gen works as a sequence lock: a jump makes it odd before its setval and even after,
 -- and a call uses the word from nextval only if gen read the same even value before and after the
@@ -73,6 +86,15 @@ $_snowflake_id_portable_$
 CREATE SCHEMA snowflake_id_portable;
 COMMENT ON SCHEMA snowflake_id_portable IS 'The snowflake_id portable edition''s counters and configuration; no other role may use it';
 REVOKE ALL ON SCHEMA snowflake_id_portable FROM PUBLIC;
+
+-- The serial of the configuration in force, kept by apply() (a restore included), and the lock
+-- that serialises the jumps, configure() and advance(): its one row (see lock_config()).
+CREATE TABLE snowflake_id_portable.state (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    serial int NOT NULL
+);
+COMMENT ON TABLE snowflake_id_portable.state IS 'The serial of the snowflake_id portable configuration in force; never change it by hand';
+INSERT INTO snowflake_id_portable.state (serial) VALUES (0);
 
 -- The configuration, one row per configure() call; the row with the highest serial is in force.
 -- Serial 0 is the built-in default (41/13/9, 2025-01-01, shards *).
@@ -213,23 +235,31 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{0,1735689600000,1,41,13,9,0,
 CREATE FUNCTION snowflake_id_portable.owned() RETURNS int[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{}'::int[] $$;
 
--- Writes the two functions above from the configuration in force. A trigger runs it whenever the
--- configuration table changes, a restore included.
+-- A configuration's owned shards, in order ('{}' for *), and its settings() array.
+CREATE FUNCTION snowflake_id_portable.owned_of(c snowflake_id_portable.config) RETURNS int[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT coalesce(snowflake_id_portable.shard_list(c.shards, (1 << (snowflake_id_portable.widths(c.layout))[2]) - 1), '{}')
+$$;
+CREATE FUNCTION snowflake_id_portable.settings_of(c snowflake_id_portable.config) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT ARRAY[c.serial, floor(extract(epoch FROM c.epoch) * 1000)::bigint, w[4], w[1], w[2], w[3],
+                 cardinality(snowflake_id_portable.owned_of(c)), c.snowflake_offset, c.owned_offset]
+    FROM snowflake_id_portable.widths(c.layout) w
+$$;
+
+-- Writes the two functions above, and the serial in state, from the configuration in force. A
+-- trigger runs it whenever the configuration table changes, a restore included.
 CREATE FUNCTION snowflake_id_portable.apply() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
     c snowflake_id_portable.config;
-    w int[];
-    owned int[];
 BEGIN
     SELECT * INTO c FROM snowflake_id_portable.config ORDER BY serial DESC LIMIT 1;
-    w := snowflake_id_portable.widths(c.layout);
-    owned := coalesce(snowflake_id_portable.shard_list(c.shards, (1 << w[2]) - 1), '{}');
     EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.settings() RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        format('SELECT %L::bigint[]', ARRAY[c.serial, floor(extract(epoch FROM c.epoch) * 1000)::bigint,
-        w[4], w[1], w[2], w[3], cardinality(owned), c.snowflake_offset, c.owned_offset]));
+        format('SELECT %L::bigint[]', snowflake_id_portable.settings_of(c)));
     EXECUTE format('CREATE OR REPLACE FUNCTION snowflake_id_portable.owned() RETURNS int[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        format('SELECT %L::int[]', owned));
+        format('SELECT %L::int[]', snowflake_id_portable.owned_of(c)));
+    UPDATE snowflake_id_portable.state SET serial = c.serial;
     RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION snowflake_id_portable.apply() FROM PUBLIC;
@@ -245,29 +275,61 @@ LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - epoch_ms) / tick_ms
 $$;
 
--- The configuration in force, as the catalog has it (never a transaction's older snapshot).
-CREATE FUNCTION snowflake_id_portable.settings_now() RETURNS bigint[]
+-- Takes the lock that serialises the jumps, configure() and advance(), the row of state, FOR
+-- UPDATE until the caller's (sub)transaction ends, and returns the serial of the configuration in
+-- force (see the header). 55P03 when the table's ROW SHARE lock stays unavailable for a second (a
+-- session holds a lock on it with a stronger request queued behind); 40001 when the caller's
+-- snapshot predates the configuration in force (REPEATABLE READ), as for any row it would lock.
+CREATE FUNCTION snowflake_id_portable.lock_config() RETURNS bigint
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    s bigint[];
+    give_up CONSTANT timestamptz := clock_timestamp() + interval '1 s';
+    in_force bigint;
 BEGIN
-    EXECUTE 'SELECT snowflake_id_portable.settings()' INTO s;
-    RETURN s;
+    LOOP
+        BEGIN
+            LOCK TABLE snowflake_id_portable.state IN ROW SHARE MODE NOWAIT;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() >= give_up THEN
+                RAISE EXCEPTION 'could not lock the snowflake_id portable configuration' USING ERRCODE = '55P03',
+                    DETAIL = 'For a second, a session held a lock on snowflake_id_portable.state with a stronger request (VACUUM FULL, ALTER TABLE) queued behind it.',
+                    HINT = 'Give maintenance of the portable edition''s tables a lock_timeout; pg_locks shows who holds and who waits.';
+            END IF;
+            PERFORM pg_sleep(0.005);
+        END;
+    END LOOP;
+    SELECT serial INTO in_force FROM snowflake_id_portable.state FOR UPDATE;
+    IF in_force IS NULL THEN
+        RAISE EXCEPTION 'the snowflake_id portable configuration has no state' USING ERRCODE = '55000',
+            HINT = 'A restore is not complete, or the row of snowflake_id_portable.state was deleted: restore it.';
+    END IF;
+    RETURN in_force;
 END $$;
 
--- Makes gen even and stamps it with the serial of the configuration in force (the catalog's
--- settings(), not the caller's snapshot of the table). The caller holds the lock on config.
--- Returns the serial in force.
-CREATE FUNCTION snowflake_id_portable.settle_gen() RETURNS bigint
+-- The configuration of serial `in_force` (from lock_config(), whose snapshot sees it).
+CREATE FUNCTION snowflake_id_portable.config_of(in_force bigint) RETURNS snowflake_id_portable.config
+LANGUAGE plpgsql STABLE STRICT SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    c snowflake_id_portable.config;
+BEGIN
+    SELECT * INTO STRICT c FROM snowflake_id_portable.config WHERE serial = in_force;
+    RETURN c;
+EXCEPTION WHEN no_data_found THEN
+    RAISE EXCEPTION 'the snowflake_id portable configuration % is missing', in_force USING ERRCODE = '55000',
+        HINT = 'A restore is not complete, or rows of snowflake_id_portable.config were deleted: restore them.';
+END $$;
+
+-- Makes gen even and stamps it with the serial of the configuration in force. The caller holds
+-- lock_config(), which returned `in_force`.
+CREATE FUNCTION snowflake_id_portable.settle_gen(in_force bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    in_force bigint := (snowflake_id_portable.settings_now())[1];
     g bigint := pg_sequence_last_value('snowflake_id_portable.gen');
 BEGIN
     IF g IS NULL OR g & 131071 <> in_force THEN
         PERFORM setval('snowflake_id_portable.gen', (((coalesce(g >> 16, 0) + 2) & ~1::bigint) << 16) | in_force);
     END IF;
-    RETURN in_force;
 END $$;
 
 -- 55000 in the transaction that changed the configuration: its ids would follow a configuration
@@ -283,8 +345,8 @@ BEGIN
 END $$;
 
 -- Makes gen odd (a jump, a configuration or an advance is moving the generators): a call whose
--- nextval overlaps this and the next step discards its word. The caller holds the lock on config
--- and settled gen. Returns the value to give gen afterwards, even.
+-- nextval overlaps this and the next step discards its word. The caller holds lock_config() and
+-- settled gen. Returns the value to give gen afterwards, even.
 CREATE FUNCTION snowflake_id_portable.fence() RETURNS bigint
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
@@ -294,10 +356,9 @@ BEGIN
     RETURN g + 131072;
 END $$;
 
--- The jump: a generator behind the clock's tick is moved to the tick's first word, under the lock
--- on the configuration table (EXCLUSIVE mode, which reads of it do not conflict with), in a
--- subtransaction that is rolled back to release the lock at once (a sequence's setval is not
--- rolled back). Returns the word the caller's id is made of: the generator's raw value less
+-- The jump: a generator behind the clock's tick is moved to the tick's first word, under
+-- lock_config(), in a subtransaction that is rolled back to release the lock at once (a sequence's
+-- setval is not rolled back). Returns the word the caller's id is made of: the generator's raw value less
 -- `offset`. 40001 if the caller was made for another configuration than the one in force (its
 -- next statement has the new one).
 CREATE FUNCTION snowflake_id_portable.jump(generator regclass, "offset" bigint, per_tick bigint, epoch_ms bigint, tick_ms bigint,
@@ -305,14 +366,16 @@ CREATE FUNCTION snowflake_id_portable.jump(generator regclass, "offset" bigint, 
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
+    in_force bigint;
     word bigint;
     first bigint;
     after bigint;
 BEGIN
     BEGIN
-        LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+        in_force := snowflake_id_portable.lock_config();
         PERFORM snowflake_id_portable.not_configuring();
-        IF snowflake_id_portable.settle_gen() <> serial THEN
+        PERFORM snowflake_id_portable.settle_gen(in_force);
+        IF in_force <> serial THEN
             RAISE EXCEPTION 'the snowflake_id portable configuration changed during this call' USING ERRCODE = '40001',
                 HINT = 'Retry the statement.';
         END IF;
@@ -522,11 +585,11 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snow
 $$;
 COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
 
--- The tick holding a time: 22008 for infinity and times outside the layout.
-CREATE FUNCTION snowflake_id_portable.tick_at(ts timestamptz) RETURNS bigint
-LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+-- The tick holding a time under the settings `s` (a settings() array): 22008 for infinity and
+-- times outside the layout.
+CREATE FUNCTION snowflake_id_portable.tick_at(ts timestamptz, s bigint[]) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    s CONSTANT bigint[] := snowflake_id_portable.settings();
     ms numeric;
 BEGIN
     IF NOT isfinite(ts) THEN
@@ -544,13 +607,13 @@ END $$;
 
 CREATE FUNCTION snowflake_min_id(ts timestamptz) RETURNS bigint
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.tick_at(ts) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int
+    SELECT snowflake_id_portable.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int
 $$;
 COMMENT ON FUNCTION snowflake_min_id(timestamptz) IS 'The smallest id any shard can mint in the tick holding ts';
 
 CREATE FUNCTION snowflake_max_id(ts timestamptz) RETURNS bigint
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT (snowflake_id_portable.tick_at(ts) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) | ((1::bigint << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) - 1)
+    SELECT (snowflake_id_portable.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) | ((1::bigint << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) - 1)
 $$;
 COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard can mint in the tick holding ts';
 
@@ -720,7 +783,7 @@ LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 $$;
 
 -- Moves a generator so that its next raw value is at least `first`, fenced as a jump is (gen odd
--- around the setval). The caller holds the lock on config and settled gen.
+-- around the setval). The caller holds lock_config() and settled gen.
 CREATE FUNCTION snowflake_id_portable.raise_to(generator regclass, first bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
@@ -754,10 +817,9 @@ BEGIN
         RAISE EXCEPTION 'snowflake_portable_configure() runs only in a READ COMMITTED transaction' USING ERRCODE = '0A000',
             HINT = 'Run it on its own, in autocommit.';
     END IF;
-    LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
-    PERFORM snowflake_id_portable.settle_gen();
-    s := snowflake_id_portable.settings_now();
-    SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
+    cur := snowflake_id_portable.config_of(snowflake_id_portable.lock_config());
+    PERFORM snowflake_id_portable.settle_gen(cur.serial);
+    s := snowflake_id_portable.settings_of(cur);
     w := snowflake_id_portable.widths(coalesce(configure.layout, cur.layout));
     new_layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
     new_epoch := coalesce(configure.epoch, cur.epoch);
@@ -806,7 +868,8 @@ $$;
 
 CREATE FUNCTION snowflake_portable_high_water() RETURNS timestamptz
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.high_water(snowflake_id_portable.settings_now())
+    SELECT snowflake_id_portable.high_water(snowflake_id_portable.settings_of(snowflake_id_portable.config_of(serial)))
+    FROM snowflake_id_portable.state
 $$;
 REVOKE ALL ON FUNCTION snowflake_portable_high_water() FROM PUBLIC;
 COMMENT ON FUNCTION snowflake_portable_high_water() IS 'A time after every id this database minted';
@@ -817,6 +880,7 @@ COMMENT ON FUNCTION snowflake_portable_high_water() IS 'A time after every id th
 CREATE FUNCTION snowflake_portable_advance(ts timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
+    in_force bigint;
     s bigint[];
     tick bigint;
     ms bigint;
@@ -825,11 +889,11 @@ BEGIN
         RAISE EXCEPTION 'cannot advance the generators to %', ts USING ERRCODE = '22023',
             DETAIL = 'It is more than an hour ahead of the clock; the move would be permanent.';
     END IF;
-    LOCK TABLE snowflake_id_portable.config IN EXCLUSIVE MODE;
+    in_force := snowflake_id_portable.lock_config();
     PERFORM snowflake_id_portable.not_configuring();
-    PERFORM snowflake_id_portable.settle_gen();
-    s := snowflake_id_portable.settings_now();
-    tick := snowflake_id_portable.tick_at(ts);
+    PERFORM snowflake_id_portable.settle_gen(in_force);
+    s := snowflake_id_portable.settings_of(snowflake_id_portable.config_of(in_force));
+    tick := snowflake_id_portable.tick_at(ts, s);
     ms := floor(extract(epoch FROM ts) * 1000);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) * (1::bigint << s[6]::int) + s[8]);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int) + s[9]);

@@ -113,6 +113,60 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 		  . (order_violations($node, 'onedb', 'flakes', '') eq '0' ? "'ordered'" : "'unordered'") . ' FROM flakes'),
 		'32000|0|ordered', "PG $major: shard 7's 32,000 ids, none repeated, in call order");
 
+	# No role can stall the calls. A role with nothing but CONNECT holds ROW EXCLUSIVE on every
+	# relation of the portable edition: nextval() of a relation's OID locks it before it checks
+	# anything, and keeps the lock to the end of the transaction when the error is rolled back to a
+	# savepoint. The app's calls that must jump (the generators behind the clock), its configure()
+	# and its advance() then never wait for a lock: lock_timeout would cancel them.
+	$node->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
+	my @private = split ' ', $node->safe_psql('onedb',
+		q{SELECT string_agg(c.oid::text, ' ') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'snowflake_id_portable'});
+	my $mallory = $node->background_psql('onedb', extra_params => [ '-U', 'mallory' ], on_error_stop => 0);
+	$mallory->query_safe('BEGIN');
+	$mallory->query("SAVEPOINT s; SELECT nextval(${_}::regclass); ROLLBACK TO s;") for @private;
+	is($node->safe_psql('onedb', q{SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			WHERE a.usename = 'mallory' AND l.mode = 'RowExclusiveLock' AND l.granted
+			  AND l.relation IN (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'snowflake_id_portable')}),
+		scalar(@private), "PG $major: a role with only CONNECT holds ROW EXCLUSIVE on all " . scalar(@private) . " relations of the portable edition");
+	my $gen = "SELECT pg_sequence_last_value('snowflake_id_portable.gen')";
+	my $gen_before = $node->safe_psql('onedb', $gen);
+	my ($rc, $out, $err) = $node->psql('onedb', q{
+		SET lock_timeout = '2s';
+		SELECT pg_sleep(0.02);
+		SELECT snowflake_next() > 0, uuidv7_next() IS NOT NULL, snowflake_next(7) > 0;
+		SELECT shards FROM snowflake_portable_configure(shards => '7');
+		SELECT snowflake_portable_advance(clock_timestamp()) IS NOT NULL;
+		SELECT pg_sleep(0.02);
+		SELECT snowflake_next() > 0;}, extra_params => [ '-U', 'app' ]);
+	is("$out$err", "\nt|t|t\n7\nt\n\nt", "PG $major: the calls jump, configure and advance without waiting for that role's locks");
+	cmp_ok($node->safe_psql('onedb', $gen), '>', $gen_before, "PG $major: (the generators were moved meanwhile: the calls jumped)");
+	# Behind that role's lock, maintenance that asks for a stronger one queues; a jump does not join
+	# the queue behind it, and gives up after a second (55P03) instead of waiting as long as both.
+	my $vacuum = $node->background_psql('onedb', on_error_stop => 0);
+	$vacuum->query_until(qr/queued/, "\\echo queued\nVACUUM FULL snowflake_id_portable.state;\n\\echo vacuumed\n");
+	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
+	  or die 'the VACUUM FULL never queued';
+	my $t0 = time;
+	($rc, $out, $err) = $node->psql('onedb', 'SELECT pg_sleep(0.02); SELECT snowflake_next();',
+		extra_params => [ '-U', 'app', '-v', 'VERBOSITY=verbose' ], timeout => 120);
+	my $took = time - $t0;
+	like($err, qr/55P03: could not lock the snowflake_id portable configuration/,
+		"PG $major: with maintenance queued behind that lock, a jump fails with 55P03 rather than queue ($took s)");
+	cmp_ok($took, '<', 60, "PG $major: (and does not wait for the locks)");
+	$mallory->query('ROLLBACK');
+	$mallory->quit;
+	$vacuum->query_until(qr/vacuumed/, '');
+	$vacuum->quit;
+	is(app_psql($node, 'onedb', 'SELECT pg_sleep(0.02); SELECT snowflake_next() > 0'), "\nt", "PG $major: the lock gone, the jump goes on");
+	# The jumps still exclude each other, and configure(): while the app's own configure() is open,
+	# a call that jumps waits for it (here until lock_timeout).
+	my $configuring = $node->background_psql('onedb', extra_params => [ '-U', 'app' ]);
+	$configuring->query_safe(q{BEGIN; SELECT snowflake_portable_configure(shards => '7')});
+	($rc, $out, $err) = $node->psql('onedb', q{SET lock_timeout = '1s'; SELECT snowflake_next()}, extra_params => [ '-U', 'app' ]);
+	like($err, qr/canceling statement due to lock timeout/, "PG $major: a call waits for an open configure() (the jumps' row lock)");
+	$configuring->query_safe('COMMIT');
+	$configuring->quit;
+
 	# A jump racing the calls that take words while it moves the generator (the sequence lock's
 	# case): the generator must sit at the clock with full ticks, so the layout's tick holds about
 	# what these clients mint in a millisecond, measured first. Once per run, on its first major.
@@ -152,7 +206,7 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 			  . order_violations($node, 'racedb', 't', ''),
 			't|0 0', "PG $major: across five changes of shards under load (ids from several), no id repeats or goes back");
 		# A change rolled back takes back nothing minted: no id is minted in its transaction.
-		my ($rc, $out, $err) = $node->psql('racedb', qq{
+		($rc, $out, $err) = $node->psql('racedb', qq{
 			BEGIN; SELECT snowflake_portable_configure(shards => '9'); SELECT snowflake_next(); ROLLBACK;},
 			extra_params => [ '-U', 'app' ]);
 		like($err, qr/cannot mint ids in the transaction that changed the portable configuration/,
