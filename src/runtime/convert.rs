@@ -12,20 +12,28 @@
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
 //! not read, so a session waiting for a conversion of the same table holds no lock on it that
-//! the conversion's `DROP IDENTITY` would wait for), then the table is locked
-//! `ACCESS EXCLUSIVE` by OID (held to the end of the transaction; it rewrites nothing), the facts
-//! are read again under the lock with a new snapshot (and an identity's sequence locked against
-//! `nextval`), its partitions and children are locked, a snowflake id is minted (so a server that
-//! cannot mint refuses before any DDL), the largest stored id is read, and the plan runs. Inserts
-//! from other sessions wait for the lock, then use the new default. `SET lock_timeout` first on a
-//! busy table. Under REPEATABLE READ or SERIALIZABLE the reads after the lock would still see the
+//! the conversion's `DROP IDENTITY` would wait for), then the table is locked `ACCESS EXCLUSIVE`
+//! by OID (held to the end of the transaction; it rewrites nothing). `SET lock_timeout` first on a
+//! busy table: this wait is PostgreSQL's usual one, in the lock's queue. Then, holding it, the
+//! conversion waits for no other session's lock for long ([`lock_without_queueing`]): its
+//! partitions and children, an identity's sequence and a sequence it drops are locked, by OID, for
+//! at most the smaller of `lock_timeout` and 1 s, or it fails with 55P03. (Any role can hold ROW
+//! EXCLUSIVE on any relation: `nextval()` of its OID locks it before checking anything, and keeps
+//! the lock to the end of the transaction even when it fails in a savepoint that is rolled back.
+//! Waiting for that with the table locked would stall every reader and writer of the table for as
+//! long as that role liked.) Then the facts are read again under the locks with a new snapshot, a
+//! snowflake id is minted (so a server that cannot mint refuses before any DDL), the largest stored
+//! id is read, and the plan runs. Inserts from other sessions wait for the lock, then use the new
+//! default. Under REPEATABLE READ or SERIALIZABLE the reads after the lock would still see the
 //! snapshot from before it, so only a dry run runs there.
+
+use std::time::{Duration, Instant};
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
-use crate::runtime::{errors, restricted, snowflake};
+use crate::runtime::{clock, errors, restricted, snowflake};
 
 /// Switches `tbl`.`col` to `DEFAULT snowflake_next()` (`snowflake_convert`), keeping the ids it
 /// holds: the checks, the table's lock, an id minted to compare with, the stored ids' maximum, and
@@ -33,15 +41,16 @@ use crate::runtime::{errors, restricted, snowflake};
 /// converted already.
 ///
 /// # Errors
-/// The refusals of [`convert::check_convert`] and [`convert::convert`], and what the catalog
-/// reads, the lock and the statements raise.
+/// The refusals of [`convert::check_convert`] and [`convert::convert`], a lock another session
+/// holds for too long (55P03), and what the catalog reads, the locks and the statements raise.
 pub fn convert_column(
     tbl: pg_sys::Oid,
     col: &str,
     drop_sequence: bool,
     dry_run: bool,
 ) -> Result<Vec<String>, ErrorReport> {
-    let (c, schema) = locked_column(tbl, col, dry_run, convert::check_convert)?;
+    let f = locked_column(tbl, col, dry_run, convert::check_convert)?;
+    let c = &f.column;
     if c.source == Source::Converted {
         return Ok(Vec::new());
     }
@@ -49,10 +58,15 @@ pub fn convert_column(
     // must lie below it. (Minted directly rather than through SPI, so that its refusal reaches the
     // caller as is.)
     let first_id = snowflake::next_owned_id();
-    let generator = format!("{schema}.snowflake_next()");
-    let max_id = stored_max(tbl, &c)?;
-    let plan = convert::convert(&c, &generator, drop_sequence, max_id, first_id)
-        .map_err(|e| errors::convert_refused(&e, &c))?;
+    let generator = format!("{}.snowflake_next()", f.schema);
+    let max_id = stored_max(tbl, c)?;
+    let plan =
+        convert::convert(c, &generator, drop_sequence, max_id, first_id).map_err(|e| errors::convert_refused(&e, c))?;
+    // A serial's sequence the plan drops: its DROP SEQUENCE would wait for every lock on it.
+    if let (false, true, Source::Sequence { sequence, .. }, Some(seq)) = (dry_run, drop_sequence, &c.source, f.sequence)
+    {
+        lock_without_queueing(&[(seq, sequence.clone())], pg_sys::AccessExclusiveLock, &c.table)?;
+    }
     run(plan, dry_run)
 }
 
@@ -64,7 +78,7 @@ pub fn convert_column(
 /// The refusals of [`convert::check_unconvert`] and [`convert::unconvert`], and what the catalog
 /// reads, the lock and the statements raise.
 pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
-    let (c, _) = locked_column(tbl, col, dry_run, convert::check_unconvert)?;
+    let c = locked_column(tbl, col, dry_run, convert::check_unconvert)?.column;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
     let reserved = snowflake::max_id_before_reservation()?;
@@ -82,12 +96,23 @@ enum Read {
     Check,
     /// A dry run: the last value is read (`ACCESS SHARE` on the sequence, as any reader of it).
     Plan,
-    /// Under the table's lock: the sequence is locked against `nextval` before it is read.
+    /// Under the table's lock: the sequence is locked first ([`lock_without_queueing`]), then its
+    /// last value is read.
     Locked,
 }
 
-/// The facts about `tbl`.`col` from the catalogs, and the extension's schema, quoted.
-fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), ErrorReport> {
+/// The facts about a column, with the OIDs that the locks work from (the names in [`Column`] are
+/// for the plan's DDL and the messages).
+struct Facts {
+    column: Column,
+    /// The extension's schema, quoted.
+    schema: String,
+    /// The sequence of the column's identity, or of its `nextval()` default.
+    sequence: Option<pg_sys::Oid>,
+}
+
+/// The facts about `tbl`.`col` from the catalogs.
+fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<Facts, ErrorReport> {
     Spi::connect(|client| {
         let t = client.select(
             "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(a.attname),
@@ -143,22 +168,30 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
         let table = text(1)?;
         let identity = text(9)?;
         let default = r.get::<String>(10)?;
-        let schema = text(14)?;
         let prefix = text(15)?;
         let attnum = r.get::<i16>(17)?.unwrap_or(0);
+        let mut sequence_oid = None;
         let source = if identity == "a" || identity == "d" {
             match r.get::<pg_sys::Oid>(11)? {
-                Some(seq) => Source::Identity {
-                    always: identity == "a",
-                    sequence: sequence(client, seq, read)?,
-                    used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
-                },
+                Some(seq) => {
+                    sequence_oid = Some(seq);
+                    let sequence = match sequence(client, seq, read, &table)? {
+                        Ok(s) => s,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    Source::Identity {
+                        always: identity == "a",
+                        sequence,
+                        used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
+                    }
+                }
                 // A partition's identity, whose sequence belongs to the partitioned table.
                 None => Source::Other("the identity of the table it is a partition of".into()),
             }
         } else if flag(13)? && default.as_deref().is_some_and(|d| convert::is_generator_call(d, &prefix)) {
             Source::Converted
         } else if let Some(seq) = r.get::<pg_sys::Oid>(12)? {
+            sequence_oid = Some(seq);
             Source::Sequence {
                 sequence: qualified(client, seq)?,
                 owned: owned_by(client, seq, tbl, attnum)?,
@@ -167,7 +200,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
         } else {
             default.clone().map_or(Source::Nothing, Source::Other)
         };
-        let c = Column {
+        let column = Column {
             table,
             column: text(2)?,
             owner: text(3)?,
@@ -181,7 +214,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
             descendants: descendants(client, tbl, col, default, !identity.is_empty(), &prefix)?,
             source,
         };
-        Ok(Ok((c, schema)))
+        Ok(Ok(Facts { column, schema: text(14)?, sequence: sequence_oid }))
     })
     .map_err(errors::catalog_query)?
 }
@@ -189,7 +222,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<(Column, String), E
 type Client<'a> = pgrx::spi::SpiClient<'a>;
 
 /// The table `$1` and its partitions and inheritance children at every level, as `family(rel)`:
-/// the tables `SET DEFAULT` and `LOCK TABLE` recurse to.
+/// the tables `SET DEFAULT` and `DROP IDENTITY` recurse to.
 const FAMILY: &str = "WITH RECURSIVE family(rel) AS (
     SELECT $1::oid UNION SELECT i.inhrelid FROM pg_inherits i JOIN family f ON i.inhparent = f.rel)";
 
@@ -207,15 +240,23 @@ fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi:
 }
 
 /// An identity's sequence: its step, cache, start, last value (unless `read` is [`Read::Check`],
-/// and when the caller may read it) and grants. Under [`Read::Locked`] it is first locked against
-/// `nextval` (which takes ROW EXCLUSIVE) until the end of the transaction, so that no value is
-/// handed out between reading the last one and dropping it. The last value is read from the
-/// sequence itself (`ACCESS SHARE`), not with `pg_sequence_last_value()`, which takes ROW
-/// EXCLUSIVE: the on-disk value covers what other sessions hold in their caches.
-fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequence, pgrx::spi::SpiError> {
+/// and when the caller may read it) and grants. Under [`Read::Locked`] it is first locked
+/// `ACCESS EXCLUSIVE` until the end of the transaction ([`lock_without_queueing`], or a 55P03
+/// error, returned as the inner error): no value is handed out between reading the last one and
+/// dropping it, and the plan's `DROP IDENTITY`, which drops it, waits for no one. The last value
+/// is read from the sequence itself: the on-disk value covers what other sessions hold in their
+/// caches.
+fn sequence(
+    client: &Client<'_>,
+    seq: pg_sys::Oid,
+    read: Read,
+    table: &str,
+) -> Result<Result<Sequence, ErrorReport>, pgrx::spi::SpiError> {
+    let name = qualified(client, seq)?;
     if read == Read::Locked {
-        // SAFETY: a lock on a relation's OID, released at the end of the transaction.
-        unsafe { pg_sys::LockRelationOid(seq, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE) };
+        if let Err(e) = lock_without_queueing(&[(seq, name.clone())], pg_sys::AccessExclusiveLock, table) {
+            return Ok(Err(e));
+        }
     }
     let t = client.select(
         "SELECT s.seqincrement, s.seqcache, s.seqstart, has_sequence_privilege(s.seqrelid, 'SELECT')
@@ -230,7 +271,6 @@ fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequenc
         r.get::<i64>(3)?.unwrap_or(1),
         r.get::<bool>(4)?,
     );
-    let name = qualified(client, seq)?;
     let last_value = if read != Read::Check && readable == Some(true) {
         client
             .select(&format!("SELECT CASE WHEN is_called THEN last_value END FROM {name}"), Some(1), &[])?
@@ -257,7 +297,7 @@ fn sequence(client: &Client<'_>, seq: pg_sys::Oid, read: Read) -> Result<Sequenc
             })
         })
         .collect::<Result<_, pgrx::spi::SpiError>>()?;
-    Ok(Sequence { name, last_value, start, increment, cache, grants })
+    Ok(Ok(Sequence { name, last_value, start, increment, cache, grants }))
 }
 
 /// The table's partitions and inheritance children at every level, with what a conversion needs
@@ -347,18 +387,19 @@ fn used_elsewhere(
         .map(|b| b != Some(false))
 }
 
-/// Reads the facts, checks them with `check`, and unless `dry_run` locks the table and reads them
-/// again under the lock (another session may have changed the table while this one waited).
+/// Reads the facts, checks them with `check`, and unless `dry_run` locks the table, then its
+/// partitions and children, and reads the facts again under the locks (another session may have
+/// changed the table while this one waited).
 fn locked_column(
     tbl: pg_sys::Oid,
     col: &str,
     dry_run: bool,
     check: fn(&Column) -> Result<(), convert::ConvertError>,
-) -> Result<(Column, String), ErrorReport> {
-    let (c, schema) = column(tbl, col, if dry_run { Read::Plan } else { Read::Check })?;
-    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
+) -> Result<Facts, ErrorReport> {
+    let f = column(tbl, col, if dry_run { Read::Plan } else { Read::Check })?;
+    check(&f.column).map_err(|e| errors::convert_refused(&e, &f.column))?;
     if dry_run {
-        return Ok((c, schema));
+        return Ok(f);
     }
     // SAFETY: a read of the transaction's isolation level, a lock on the table's OID (so that a
     // rename while this waits cannot swap the table), and the transaction id the DDL needs anyway:
@@ -368,16 +409,78 @@ fn locked_column(
     // standbys; at minimal only this call does.)
     unsafe {
         if pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 {
-            return Err(errors::convert_needs_read_committed(&c.table));
+            return Err(errors::convert_needs_read_committed(&f.column.table));
         }
         pg_sys::LockRelationOid(tbl, pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE);
         let _ = pg_sys::GetCurrentTransactionId();
     }
-    let (c, schema) = column(tbl, col, Read::Locked)?;
-    check(&c).map_err(|e| errors::convert_refused(&e, &c))?;
-    // Its partitions and children too, before their ids are read (the name is the locked table's).
-    Spi::run(&format!("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE", c.table)).map_err(errors::catalog_query)?;
-    Ok((c, schema))
+    lock_descendants(tbl, &f.column.table)?;
+    let f = column(tbl, col, Read::Locked)?;
+    check(&f.column).map_err(|e| errors::convert_refused(&e, &f.column))?;
+    Ok(f)
+}
+
+/// Locks the table's partitions and inheritance children at every level `ACCESS EXCLUSIVE`, by
+/// OID, as `LOCK TABLE` on the table would (the plan's `SET DEFAULT` and `DROP IDENTITY` recurse
+/// to them), but waiting for none for long ([`lock_without_queueing`]). The tree is listed again
+/// until no table in it is left unlocked: a table joins the tree only with a lock on its parent,
+/// so once every listed table is locked, the list is the whole tree. (`table` names the table in a
+/// message.)
+fn lock_descendants(tbl: pg_sys::Oid, table: &str) -> Result<(), ErrorReport> {
+    let mut locked = vec![tbl];
+    loop {
+        let family: Vec<(pg_sys::Oid, String)> = Spi::connect(|client| {
+            client
+                .select(
+                    &format!(
+                        "{FAMILY}
+                         SELECT f.rel, quote_ident(n.nspname) || '.' || quote_ident(c.relname)
+                         FROM family f JOIN pg_class c ON c.oid = f.rel JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    ),
+                    None,
+                    &[tbl.into()],
+                )?
+                .map(|r| Ok((r.get::<pg_sys::Oid>(1)?.unwrap_or_default(), r.get::<String>(2)?.unwrap_or_default())))
+                .collect::<Result<_, pgrx::spi::SpiError>>()
+        })
+        .map_err(errors::catalog_query)?;
+        let more: Vec<_> = family.into_iter().filter(|(rel, _)| !locked.contains(rel)).collect();
+        if more.is_empty() {
+            return Ok(());
+        }
+        lock_without_queueing(&more, pg_sys::AccessExclusiveLock, table)?;
+        locked.extend(more.iter().map(|&(rel, _)| rel));
+    }
+}
+
+/// Locks each of `rels` (an OID, and its name for the error) in `mode` until the end of the
+/// transaction, while this session holds `table`'s `ACCESS EXCLUSIVE` lock, without joining any
+/// lock's queue: it tries, waits 5 ms on the latch (a cancel or a termination ends the wait), and
+/// tries again, for at most the smaller of `lock_timeout` (when set) and 1 s; then it fails with
+/// 55P03, and the transaction's abort releases the table. So another session's lock holds up the
+/// table's readers and writers, who queue behind the table's lock, for at most that long. Waiting
+/// in the queue instead would let any role stall them for as long as it liked: `nextval()` of a
+/// relation's OID takes ROW EXCLUSIVE on it before checking anything, and keeps it to the end of
+/// the transaction even when it fails in a savepoint that is rolled back. (No deadlock can form
+/// here either: this never waits in the lock manager.)
+fn lock_without_queueing(rels: &[(pg_sys::Oid, String)], mode: u32, table: &str) -> Result<(), ErrorReport> {
+    // SAFETY: a read of this backend's own setting.
+    let lock_timeout_ms = unsafe { pg_sys::LockTimeout };
+    let bound_ms = if lock_timeout_ms > 0 { lock_timeout_ms.min(1000) } else { 1000 };
+    let bound = Duration::from_millis(bound_ms.unsigned_abs().into());
+    let started = Instant::now();
+    let mut left: Vec<&(pg_sys::Oid, String)> = rels.iter().collect();
+    loop {
+        // SAFETY: conditional locks on relation OIDs, held to the end of the transaction.
+        left.retain(|&&(rel, _)| unsafe { !pg_sys::ConditionalLockRelationOid(rel, mode as pg_sys::LOCKMODE) });
+        match left.first() {
+            None => return Ok(()),
+            Some((_, name)) if started.elapsed() >= bound => {
+                return Err(errors::convert_lock_not_available(name, table, bound.as_millis()))
+            }
+            Some(_) => clock::wait_on_latch_ms(5),
+        }
+    }
 }
 
 /// A one-value query, read-only until the transaction has a transaction id (a dry run takes none).

@@ -865,6 +865,26 @@ pub fn convert_needs_read_committed(table: &str) -> ErrorReport {
     .set_hint("Run it in a READ COMMITTED transaction (the default). A dry run works at any isolation level.")
 }
 
+/// A relation a conversion locks while it holds the table's `ACCESS EXCLUSIVE` lock (a partition
+/// or child, the identity's sequence, a sequence it drops) stayed locked by another session for
+/// as long as it waits then (`bound_ms`).
+pub fn convert_lock_not_available(relation: &str, table: &str, bound_ms: u128) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        format!("could not lock {relation} to convert a column of {table}"),
+        FUNC,
+    )
+    .set_detail(format!(
+        "Another session holds a lock on {relation}. Holding the table's ACCESS EXCLUSIVE lock, a conversion waits \
+            for another lock at most {bound_ms} ms (1 s, or lock_timeout if that is shorter), so that no session's \
+            lock can keep the table's readers and writers waiting."
+    ))
+    .set_hint(format!(
+        "Look in pg_locks and pg_prepared_xacts for the sessions holding a lock on {relation}, and convert again \
+            once they end. Nothing was converted, and the table's lock was released with the transaction."
+    ))
+}
+
 /// A column `snowflake_convert` or `snowflake_unconvert` does not convert: 42809 for what is not
 /// a table (or has a foreign partition), 42501 for a caller who is not its owner (or a
 /// partition's, or may not create the continuation), 42804 for a column that is not `bigint`,
