@@ -120,8 +120,9 @@ GRANT EXECUTE ON FUNCTION snowflake_public_keys() TO pg_monitor;
 -- ------------------------------------------ Conversion ------------------------------------------
 
 -- With search_path fixed, so that a caller's objects cannot stand in for the catalogs' or the
--- extension's, and row_security off, so that a row policy makes the stored ids' read fail (42501)
--- rather than miss rows (src/runtime/convert.rs).
+-- extension's, and row_security off, so that a row policy would make a query over a user's table
+-- fail rather than miss rows. (None runs: the stored ids are read by OID below the query layer,
+-- where no policy applies; src/runtime/convert.rs.)
 CREATE FUNCTION snowflake_convert(tbl regclass, col name, drop_sequence boolean DEFAULT false, dry_run boolean DEFAULT false)
 RETURNS SETOF text
 LANGUAGE c VOLATILE PARALLEL UNSAFE

@@ -1,7 +1,8 @@
 -- What runs as whom (the README's security model), each rule tried the way an attacker would:
--- 1. The converters never run a table owner's code with the caller's rights: an index
---    expression that tries to make its owner a superuser runs as the owner, under a
---    security-restricted operation, in a dry run, a conversion and an unconversion.
+-- 1. The converters never run a table owner's code: they read the stored ids by OID with
+--    PostgreSQL's own scans, which plan nothing and evaluate no index expression. An index
+--    expression that tries to make its owner a superuser never runs, in a dry run, a conversion
+--    and an unconversion, with an index on the column and without one.
 -- 2. The trigger on snowflake_id_space runs only as a trigger (39P01), and PUBLIC may not call it.
 --    A plain role cannot lock the record: it cannot even name it (42501 before any lock).
 -- 3. The fleet check's rules for a grantee that is not a superuser (no connection needed): a
@@ -34,20 +35,26 @@ CREATE FUNCTION alice.zero(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEG
 CREATE TABLE alice.orders (id bigserial PRIMARY KEY, v int);
 CREATE INDEX orders_trap ON alice.orders ((id + alice.zero(0)));
 INSERT INTO alice.orders (v) SELECT g FROM generate_series(1, 10) g;
+CREATE TABLE alice.loose (id bigint);
+CREATE INDEX loose_trap ON alice.loose ((id + alice.zero(0)));
+INSERT INTO alice.loose SELECT g FROM generate_series(1, 10) g;
 RESET ROLE;
 DELETE FROM alice.calls;
--- A superuser's dry run, in a new session: the planner reads the index expression afresh.
+-- A superuser's dry runs, in a new session (a planner would read the index expression afresh).
+-- (0.3.0 planned a max() query as the owner: the expression ran, as regress_sfid_alice.)
 \c
 SELECT count(*) > 0 AS planned FROM snowflake_convert('alice.orders', 'id', dry_run => true);
+SELECT count(*) > 0 AS planned FROM snowflake_convert('alice.loose', 'id', dry_run => true);
 SELECT rolsuper AS alice_is_superuser FROM pg_roles WHERE rolname = 'regress_sfid_alice';
-SELECT run_as, became_superuser, count(*) > 0 AS ran FROM alice.calls GROUP BY 1, 2;
-DELETE FROM alice.calls;
+SELECT count(*) AS index_expression_calls FROM alice.calls;
 \c
 SELECT count(*) > 0 AS converted FROM snowflake_convert('alice.orders', 'id', drop_sequence => true);
+SELECT count(*) > 0 AS converted FROM snowflake_convert('alice.loose', 'id');
 \c
 SELECT count(*) > 0 AS unconverted FROM snowflake_unconvert('alice.orders', 'id', dry_run => true);
+SELECT count(*) > 0 AS unconverted FROM snowflake_unconvert('alice.orders', 'id');
 SELECT rolsuper AS alice_is_superuser FROM pg_roles WHERE rolname = 'regress_sfid_alice';
-SELECT run_as, became_superuser, count(*) > 0 AS ran FROM alice.calls GROUP BY 1, 2;
+SELECT count(*) AS index_expression_calls FROM alice.calls;
 DROP SCHEMA alice CASCADE;
 
 -- 2. The trigger function: not as a function (39P01), and not for PUBLIC.

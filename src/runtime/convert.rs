@@ -1,14 +1,19 @@
-//! Converting existing key columns: the catalog reads, the table's lock, the stored ids' maximum
-//! (read as the table's owner) and running the plan. The rules, and the plan itself, are
-//! `crate::core::convert`; the SQL functions are `crate::api::convert`.
+//! Converting existing key columns: the catalog reads, the locks, the stored ids' maximum, running
+//! the plan. The rules, and the plan itself, are `crate::core::convert`; the SQL functions are
+//! `crate::api::convert`.
 //!
 //! They are declared with `SET search_path = pg_catalog, pg_temp` and name every object
 //! qualified, so that a caller's objects cannot stand in for the catalogs' or the extension's,
-//! and with `SET row_security = off`, so that a row policy that applies to the reader makes the
-//! reads of the stored ids fail (42501) rather than miss rows. The one query over the table, its
-//! largest id, runs as the table's owner under a security-restricted operation
-//! (`crate::runtime::restricted`), in a dry run too: planning it evaluates the owner's index expressions,
-//! which must never run with a superuser's rights.
+//! and with `SET row_security = off`, so that a row policy would make a query over a user's table
+//! fail rather than miss rows (none runs: see below).
+//!
+//! **By OID.** The table is locked by OID, and everything read after that is read by OID: its
+//! partitions and children (locked by OID too), its column's facts, and the stored ids, which are
+//! read with PostgreSQL's own scans ([`stored_max`]), not a query. So no name is resolved again
+//! once the table is locked, no query over the table is planned, and no code of any role runs: an
+//! index scan reads the keys an index stores and never evaluates its expressions, and a row policy
+//! does not apply below the query layer, so every row is seen. Only the plan's DDL names the table
+//! and its objects.
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
 //! not read, so a session waiting for a conversion of the same table holds no lock on it that
@@ -16,16 +21,17 @@
 //! by OID (held to the end of the transaction; it rewrites nothing). `SET lock_timeout` first on a
 //! busy table: this wait is PostgreSQL's usual one, in the lock's queue. Then, holding it, the
 //! conversion waits for no other session's lock for long ([`lock_without_queueing`]): its
-//! partitions and children, an identity's sequence and a sequence it drops are locked, by OID, for
-//! at most the smaller of `lock_timeout` and 1 s, or it fails with 55P03. (Any role can hold ROW
-//! EXCLUSIVE on any relation: `nextval()` of its OID locks it before checking anything, and keeps
-//! the lock to the end of the transaction even when it fails in a savepoint that is rolled back.
-//! Waiting for that with the table locked would stall every reader and writer of the table for as
-//! long as that role liked.) Then the facts are read again under the locks with a new snapshot, a
-//! snowflake id is minted (so a server that cannot mint refuses before any DDL), the largest stored
-//! id is read, and the plan runs. Inserts from other sessions wait for the lock, then use the new
-//! default. Under REPEATABLE READ or SERIALIZABLE the reads after the lock would still see the
-//! snapshot from before it, so only a dry run runs there.
+//! partitions and children, an identity's sequence and a sequence it drops are locked for at most
+//! the smaller of `lock_timeout` and 1 s, or it fails with 55P03. (Any role can hold ROW EXCLUSIVE
+//! on any relation: `nextval()` of its OID locks it before checking anything, and keeps the lock
+//! to the end of the transaction even when it fails in a savepoint that is rolled back. Waiting
+//! for that with the table locked would stall every reader and writer of the table for as long as
+//! that role liked.) Then the facts are read again under the locks, a snowflake id is minted (so a
+//! server that cannot mint refuses before any DDL), the largest stored id is read with a snapshot
+//! taken after the locks, and the plan runs. Inserts from other sessions wait for
+//! the lock, then use the new default. Under REPEATABLE READ or SERIALIZABLE the reads of the
+//! facts after the lock would still see the transaction's snapshot from before it, so only a dry
+//! run runs there.
 
 use std::time::{Duration, Instant};
 
@@ -33,11 +39,11 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
-use crate::runtime::{clock, errors, restricted, snowflake};
+use crate::runtime::{clock, errors, snowflake};
 
 /// Switches `tbl`.`col` to `DEFAULT snowflake_next()` (`snowflake_convert`), keeping the ids it
-/// holds: the checks, the table's lock, an id minted to compare with, the stored ids' maximum, and
-/// the plan. Returns the DDL it ran (or, with `dry_run`, would run); nothing for a column that is
+/// holds: the checks, the locks, an id minted to compare with, the stored ids' maximum, and the
+/// plan. Returns the DDL it ran (or, with `dry_run`, would run); nothing for a column that is
 /// converted already.
 ///
 /// # Errors
@@ -59,15 +65,18 @@ pub fn convert_column(
     // caller as is.)
     let first_id = snowflake::next_owned_id();
     let generator = format!("{}.snowflake_next()", f.schema);
-    let max_id = stored_max(tbl, c)?;
+    let max_id = stored_max(tbl, col, dry_run)?;
     let plan =
         convert::convert(c, &generator, drop_sequence, max_id, first_id).map_err(|e| errors::convert_refused(&e, c))?;
+    if dry_run {
+        return Ok(plan);
+    }
     // A serial's sequence the plan drops: its DROP SEQUENCE would wait for every lock on it.
-    if let (false, true, Source::Sequence { sequence, .. }, Some(seq)) = (dry_run, drop_sequence, &c.source, f.sequence)
-    {
+    if let (true, Source::Sequence { sequence, .. }, Some(seq)) = (drop_sequence, &c.source, f.sequence) {
         lock_without_queueing(&[(seq, sequence.clone())], pg_sys::AccessExclusiveLock, &c.table)?;
     }
-    run(plan, dry_run)
+    run(&plan)?;
+    Ok(plan)
 }
 
 /// Gives a converted column back an identity that starts above every id it holds and every id
@@ -78,23 +87,27 @@ pub fn convert_column(
 /// The refusals of [`convert::check_unconvert`] and [`convert::unconvert`], and what the catalog
 /// reads, the lock and the statements raise.
 pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
-    let c = locked_column(tbl, col, dry_run, convert::check_unconvert)?.column;
+    let c = &locked_column(tbl, col, dry_run, convert::check_unconvert)?.column;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
     let reserved = snowflake::max_id_before_reservation()?;
-    let start = stored_max(tbl, &c)?.unwrap_or(0).max(reserved).saturating_add(1);
-    let plan = convert::unconvert(&c, start).map_err(|e| errors::convert_refused(&e, &c))?;
-    run(plan, dry_run)
+    let start = stored_max(tbl, col, dry_run)?.unwrap_or(0).max(reserved).saturating_add(1);
+    let plan = convert::unconvert(c, start).map_err(|e| errors::convert_refused(&e, c))?;
+    if !dry_run {
+        run(&plan)?;
+    }
+    Ok(plan)
 }
 
 /// What a read of the facts is for, which decides how an identity's sequence is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Read {
-    /// The checks before a real conversion locks the table: the sequence's last value is not
-    /// read, so this session takes no lock on the sequence that a concurrent conversion of the
-    /// same table (which drops it while holding the table's lock) would wait for.
+    /// The checks before a real conversion locks the table: the sequence's last value is not read,
+    /// so this session takes no lock on the sequence that a concurrent conversion of the same table
+    /// (which drops it while holding the table's lock) would wait for.
     Check,
-    /// A dry run: the last value is read (`ACCESS SHARE` on the sequence, as any reader of it).
+    /// A dry run: the last value is read (`pg_sequence_last_value()`, ROW EXCLUSIVE on it, as any
+    /// `nextval()`).
     Plan,
     /// Under the table's lock: the sequence is locked first ([`lock_without_queueing`]), then its
     /// last value is read.
@@ -111,7 +124,7 @@ struct Facts {
     sequence: Option<pg_sys::Oid>,
 }
 
-/// The facts about `tbl`.`col` from the catalogs.
+/// The facts about `tbl`.`col` from the catalogs, by OID.
 fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<Facts, ErrorReport> {
     Spi::connect(|client| {
         let t = client.select(
@@ -170,6 +183,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<Facts, ErrorReport>
         let default = r.get::<String>(10)?;
         let prefix = text(15)?;
         let attnum = r.get::<i16>(17)?.unwrap_or(0);
+        let owned = owned_sequences(client, tbl, attnum)?;
         let mut sequence_oid = None;
         let source = if identity == "a" || identity == "d" {
             match r.get::<pg_sys::Oid>(11)? {
@@ -194,7 +208,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<Facts, ErrorReport>
             sequence_oid = Some(seq);
             Source::Sequence {
                 sequence: qualified(client, seq)?,
-                owned: owned_by(client, seq, tbl, attnum)?,
+                owned: owned.contains(&seq),
                 used_elsewhere: used_elsewhere(client, seq, tbl, col)?,
             }
         } else {
@@ -244,7 +258,7 @@ fn qualified(client: &Client<'_>, rel: pg_sys::Oid) -> Result<String, pgrx::spi:
 /// `ACCESS EXCLUSIVE` until the end of the transaction ([`lock_without_queueing`], or a 55P03
 /// error, returned as the inner error): no value is handed out between reading the last one and
 /// dropping it, and the plan's `DROP IDENTITY`, which drops it, waits for no one. The last value
-/// is read from the sequence itself: the on-disk value covers what other sessions hold in their
+/// is the one on disk (`pg_sequence_last_value()`), which covers what other sessions hold in their
 /// caches.
 fn sequence(
     client: &Client<'_>,
@@ -272,14 +286,17 @@ fn sequence(
         r.get::<bool>(4)?,
     );
     let last_value = if read != Read::Check && readable == Some(true) {
-        client
-            .select(&format!("SELECT CASE WHEN is_called THEN last_value END FROM {name}"), Some(1), &[])?
-            .first()
-            .get_one::<i64>()?
+        client.select("SELECT pg_sequence_last_value($1)", Some(1), &[seq.into()])?.first().get_one::<i64>()?
     } else {
         None
     };
-    let grants = client
+    let grants = grants(client, seq)?;
+    Ok(Ok(Sequence { name, last_value, start, increment, cache, grants }))
+}
+
+/// A sequence's privileges granted to roles other than its owner, in a fixed order.
+fn grants(client: &Client<'_>, seq: pg_sys::Oid) -> Result<Vec<Grant>, pgrx::spi::SpiError> {
+    client
         .select(
             "SELECT g.privilege_type, CASE WHEN g.grantee = 0 THEN 'PUBLIC'
                ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
@@ -296,8 +313,7 @@ fn sequence(
                 grant_option: r.get::<bool>(3)? == Some(true),
             })
         })
-        .collect::<Result<_, pgrx::spi::SpiError>>()?;
-    Ok(Ok(Sequence { name, last_value, start, increment, cache, grants }))
+        .collect()
 }
 
 /// The table's partitions and inheritance children at every level, with what a conversion needs
@@ -342,20 +358,23 @@ fn descendants(
         .collect()
 }
 
-/// Whether the sequence is `OWNED BY` the column (a serial's is).
-fn owned_by(client: &Client<'_>, seq: pg_sys::Oid, tbl: pg_sys::Oid, attnum: i16) -> Result<bool, pgrx::spi::SpiError> {
+/// The sequences `OWNED BY` the column (a serial's is), by OID.
+fn owned_sequences(
+    client: &Client<'_>,
+    tbl: pg_sys::Oid,
+    attnum: i16,
+) -> Result<Vec<pg_sys::Oid>, pgrx::spi::SpiError> {
     client
         .select(
-            "SELECT EXISTS (SELECT 1 FROM pg_depend d
-                            WHERE d.classid = 'pg_class'::regclass AND d.objid = $1
-                              AND d.refclassid = 'pg_class'::regclass
-                              AND d.refobjid = $2 AND d.refobjsubid = $3 AND d.deptype = 'a')",
-            Some(1),
-            &[seq.into(), tbl.into(), i32::from(attnum).into()],
+            "SELECT d.objid FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+             WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+               AND d.refobjid = $1 AND d.refobjsubid = $2 AND d.deptype = 'a'
+             ORDER BY 1",
+            None,
+            &[tbl.into(), i32::from(attnum).into()],
         )?
-        .first()
-        .get_one::<bool>()
-        .map(|b| b == Some(true))
+        .map(|r| r.get::<pg_sys::Oid>(1).map(Option::unwrap_or_default))
+        .collect()
 }
 
 /// Whether anything but this column's default, in the table and the tables that inherit it or
@@ -483,27 +502,168 @@ fn lock_without_queueing(rels: &[(pg_sys::Oid, String)], mode: u32, table: &str)
     }
 }
 
-/// A one-value query, read-only until the transaction has a transaction id (a dry run takes none).
-fn one_i64(query: &str) -> Result<Option<i64>, ErrorReport> {
-    Spi::connect(|client| client.select(query, Some(1), &[])?.first().get_one::<i64>()).map_err(errors::catalog_query)
-}
-
-/// The largest id the column holds, read as the table's owner under a security-restricted
-/// operation (`crate::runtime::restricted`): planning and running `max()` evaluates the owner's index
-/// expressions and may call the owner's functions, which must never run with the caller's rights.
-fn stored_max(tbl: pg_sys::Oid, c: &Column) -> Result<Option<i64>, ErrorReport> {
-    let owner = Spi::get_one_with_args::<pg_sys::Oid>("SELECT relowner FROM pg_class WHERE oid = $1", &[tbl.into()])
-        .map_err(errors::catalog_query)?
-        .ok_or_else(errors::no_such_table)?;
-    restricted::as_table_owner(owner, || one_i64(&format!("SELECT pg_catalog.max({}) FROM {}", c.column, c.table)))
-}
-
-/// Runs the plan, unless `dry_run`; returns it either way.
-fn run(plan: Vec<String>, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
-    if !dry_run {
-        for stmt in &plan {
-            Spi::run(stmt).map_err(errors::catalog_query)?;
-        }
+/// The largest id the column holds in the table and in each of its partitions and children that
+/// has storage (each by its own number of the column, which a dropped column or an attached table
+/// can make differ), or `None` when it holds none.
+///
+/// Read by OID with PostgreSQL's own scans, not a query: nothing is planned, no name is resolved,
+/// and no code of any role runs. (A query's plan would evaluate the owner's index expressions, and
+/// its execution may call the owner's functions; a name looked up again after the table's lock
+/// could meet another table, put under it by a schema's rename.) A row policy applies only to
+/// queries: this sees every row, which is what a check of every stored id needs, and what the
+/// owner, who can switch the policy off, may see.
+///
+/// The snapshot is a new one, taken now (`GetLatestSnapshot`): under the table's lock it sees
+/// every row committed before the lock was granted, which the statement's own snapshot, taken
+/// before this waited for the lock, would miss, and no other session can write the table until
+/// this transaction ends. (It sees this transaction's own earlier rows too.) A dry run holds no
+/// lock but `ACCESS SHARE`, taken here as a query's would be, and reads what is committed now.
+fn stored_max(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Option<i64>, ErrorReport> {
+    let tables: Vec<(pg_sys::Oid, i16)> = Spi::connect(|client| {
+        client
+            .select(
+                &format!(
+                    "{FAMILY}
+                     SELECT c.oid, a.attnum FROM family f
+                     JOIN pg_class c ON c.oid = f.rel AND c.relkind = 'r'
+                     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2::name AND a.attnum > 0
+                       AND NOT a.attisdropped"
+                ),
+                None,
+                &[tbl.into(), col.into()],
+            )?
+            .map(|r| Ok((r.get::<pg_sys::Oid>(1)?.unwrap_or_default(), r.get::<i16>(2)?.unwrap_or_default())))
+            .collect::<Result<_, pgrx::spi::SpiError>>()
+    })
+    .map_err(errors::catalog_query)?;
+    let lock = if dry_run { pg_sys::AccessShareLock } else { pg_sys::NoLock } as pg_sys::LOCKMODE;
+    // SAFETY: PostgreSQL's snapshot API: a snapshot registered for the scans and unregistered
+    // after them (on an error, the abort releases it with the scans and relations).
+    unsafe {
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let max = tables.iter().map(|&(rel, attnum)| largest_in(rel, attnum, lock, snapshot)).max().flatten();
+        pg_sys::UnregisterSnapshot(snapshot);
+        Ok(max)
     }
-    Ok(plan)
+}
+
+/// The largest non-NULL value of column `attnum` in the table `rel` that `snapshot` sees: from an
+/// index that can give it ([`ordered_index`]), at one end of it, else from a scan of the whole
+/// table. `None` for a table dropped since it was listed (a dry run's), or one with no value.
+///
+/// # Safety
+/// In a transaction, with `snapshot` registered; `lock` is the lock to take on `rel` (`NoLock`
+/// when this transaction holds one already).
+unsafe fn largest_in(rel: pg_sys::Oid, attnum: i16, lock: pg_sys::LOCKMODE, snapshot: pg_sys::Snapshot) -> Option<i64> {
+    // SAFETY: PostgreSQL's relation, slot, index-scan and table-scan API, used as its own callers
+    // use it; every relation stays locked to the end of the transaction (closed with NoLock).
+    unsafe {
+        let heap = pg_sys::try_relation_open(rel, lock);
+        if heap.is_null() {
+            return None;
+        }
+        let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
+        let value = |slot| {
+            let mut isnull = false;
+            let datum = pg_sys::slot_getattr(slot, attnum.into(), &mut isnull);
+            i64::from_datum(datum, isnull)
+        };
+        let mut max = None;
+        if let Some((index, direction)) = ordered_index(heap, attnum) {
+            // The column is the index's first key: skip its NULLs (a key IS NOT NULL, as the
+            // planner's min/max does), and take the first row the snapshot sees from the end.
+            let mut key = pg_sys::ScanKeyData::default();
+            pg_sys::ScanKeyEntryInitialize(
+                &mut key,
+                (pg_sys::SK_ISNULL | pg_sys::SK_SEARCHNOTNULL) as i32,
+                1,
+                0,
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                pg_sys::Datum::from(0),
+            );
+            #[cfg(not(feature = "pg18"))]
+            let scan = pg_sys::index_beginscan(heap, index, snapshot, 1, 0);
+            #[cfg(feature = "pg18")]
+            let scan = pg_sys::index_beginscan(heap, index, snapshot, std::ptr::null_mut(), 1, 0);
+            pg_sys::index_rescan(scan, &mut key, 1, std::ptr::null_mut(), 0);
+            while pg_sys::index_getnext_slot(scan, direction, slot) {
+                max = value(slot);
+                if max.is_some() {
+                    break;
+                }
+                pgrx::check_for_interrupts!();
+            }
+            pg_sys::index_endscan(scan);
+            pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
+        } else {
+            let scan = pg_sys::table_beginscan(heap, snapshot, 0, std::ptr::null_mut());
+            while pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+                max = max.max(value(slot));
+                pgrx::check_for_interrupts!();
+            }
+            pg_sys::table_endscan(scan);
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::relation_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+        max
+    }
+}
+
+/// An index of `heap` whose first end holds the largest value of column `attnum`, opened, and the
+/// direction to read it in: a valid btree index, not partial, whose first key is the plain column
+/// with `bigint`'s own ordering (the default operator class), that every snapshot may use
+/// (not `indcheckxmin`). Backwards for an ascending one, forwards for a descending one.
+///
+/// # Safety
+/// `heap` is open and locked.
+unsafe fn ordered_index(
+    heap: pg_sys::Relation,
+    attnum: i16,
+) -> Option<(pg_sys::Relation, pg_sys::ScanDirection::Type)> {
+    // SAFETY: the relation cache's entries of `heap`'s indexes, read as the planner reads them
+    // (opened with ACCESS SHARE, which any index scan takes); the predicate is tested for
+    // presence only, never evaluated.
+    unsafe {
+        let family = pg_sys::get_opclass_family(pg_sys::GetDefaultOpClass(pg_sys::INT8OID, pg_sys::BTREE_AM_OID));
+        let list = pg_sys::RelationGetIndexList(heap);
+        let count = if list.is_null() { 0 } else { (*list).length };
+        for i in 0..count {
+            let index = pg_sys::index_open(pg_sys::list_nth_oid(list, i), pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            let form = &*(*index).rd_index;
+            let usable = form.indisvalid
+                && form.indisready
+                && !form.indcheckxmin
+                && (*(*index).rd_rel).relam == pg_sys::BTREE_AM_OID
+                && form.indnkeyatts >= 1
+                && *form.indkey.values.as_ptr() == attnum
+                && *(*index).rd_opcintype == pg_sys::INT8OID
+                && *(*index).rd_opfamily == family
+                && pg_sys::heap_attisnull(
+                    (*index).rd_indextuple,
+                    pg_sys::Anum_pg_index_indpred as i32,
+                    std::ptr::null_mut(),
+                );
+            if usable {
+                let descending = i32::from(*(*index).rd_indoption) & pg_sys::INDOPTION_DESC as i32 != 0;
+                let direction = if descending {
+                    pg_sys::ScanDirection::ForwardScanDirection
+                } else {
+                    pg_sys::ScanDirection::BackwardScanDirection
+                };
+                return Some((index, direction));
+            }
+            pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+        None
+    }
+}
+
+/// Runs the plan's statements.
+fn run(plan: &[String]) -> Result<(), ErrorReport> {
+    for stmt in plan {
+        Spi::run(stmt).map_err(errors::catalog_query)?;
+    }
+    Ok(())
 }

@@ -859,8 +859,8 @@ pub fn convert_needs_read_committed(table: &str) -> ErrorReport {
         FUNC,
     )
     .set_detail(
-        "The stored ids are read after the table is locked, and this transaction's snapshot would not show \
-        rows committed while it waited for the lock.",
+        "The column's facts are read again after the table is locked, and this transaction's snapshot would \
+        not show what was committed while it waited for the lock.",
     )
     .set_hint("Run it in a READ COMMITTED transaction (the default). A dry run works at any isolation level.")
 }

@@ -8,7 +8,7 @@
 //! 1. `errors`: every error, warning and log line, with its SQLSTATE; the one place an
 //!    `ErrorReport` is built.
 //! 2. `timestamp`: PostgreSQL's `timestamptz` and Unix time, finite values only.
-//! 3. `restricted`: running a closure as a table's owner under a security-restricted operation.
+//! 3. `restricted`: running a closure with the catalogs' search path.
 //! 4. `sysclock`: the operating system's clocks, unshifted, and whether the kernel uses the TSC.
 //! 5. `guc`: every `snowflake_id.*` setting: registration, checks, accessors.
 //! 6. `clock`: the generators' clock (the TSC or `clock_gettime`, plus the test offset), and
@@ -22,7 +22,7 @@
 //! 13. `generate`: the guarded path every generator's word goes through.
 //! 14. `snowflake`: snowflake ids for a shard, and from the server's own shards.
 //! 15. `uuidv7`: UUIDv7s from the one generator every backend shares.
-//! 16. `convert`: converting key columns: catalog reads, locks, the plan run.
+//! 16. `convert`: converting key columns: catalog reads, locks, the stored ids, the plan run.
 //! 17. `fleet`: the fleet check: its gate, this server's facts, the connections to other servers.
 
 pub mod clock;

@@ -1,20 +1,11 @@
-//! Running SQL with no role's code picked by name, and reading another role's table as its owner.
+//! Running SQL with no role's code picked by name: catalog queries run with `search_path =
+//! pg_catalog, pg_temp`, so that no function or operator a role created can stand in for a built-in
+//! one ([`with_catalog_search_path`]). The setting is restored when the closure returns; on an
+//! ERROR (a panic unwinding through here), the abort of the transaction or subtransaction restores
+//! it (`AtEOXact_GUC` pops the nesting level).
 //!
-//! Two rules, both PostgreSQL's own:
-//! - **Catalog queries** run with `search_path = pg_catalog, pg_temp`, so that no function or
-//!   operator a role created can stand in for a built-in one ([`with_catalog_search_path`]).
-//! - **A query over a user's table** runs as the table's owner, under
-//!   `SECURITY_RESTRICTED_OPERATION` and the same search path ([`as_table_owner`]), as `ANALYZE`,
-//!   `REINDEX`, `CLUSTER` and `REFRESH MATERIALIZED VIEW` do. Planning a query evaluates the
-//!   owner's index expressions and statistics, and executing it may call the owner's functions:
-//!   that code then runs with the owner's rights, never the caller's, and the restricted
-//!   operation forbids it to change the session (`SET ROLE`, temporary objects, `PREPARE`,
-//!   cursors that outlive it).
-//!
-//! Both restore the user and the settings when the closure returns. On an ERROR (a panic unwinding
-//! through here), the abort of the transaction or subtransaction restores them, as it does for
-//! `ANALYZE`: `AbortTransaction` resets the user and security context, and `AtEOXact_GUC` pops the
-//! nesting level.
+//! (No code here runs another role's queries: the converters read a user's table below the query
+//! layer, by OID, and run none of its code: `crate::runtime::convert`.)
 
 use pgrx::pg_sys;
 
@@ -24,27 +15,6 @@ pub fn with_catalog_search_path<T>(f: impl FnOnce() -> T) -> T {
     let out = f();
     // SAFETY: pops exactly the level pushed above.
     unsafe { pg_sys::AtEOXact_GUC(true, nest) };
-    out
-}
-
-/// Runs `f` as `owner`, under `SECURITY_RESTRICTED_OPERATION`, with `search_path = pg_catalog,
-/// pg_temp`; then restores the caller's user, security context and settings.
-pub fn as_table_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
-    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
-    // SAFETY: PostgreSQL's user and security-context API, used as ANALYZE uses it (commands/
-    // analyze.c): save, switch, restore. The switch is undone by the abort on an error.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-        pg_sys::SetUserIdAndSecContext(owner, context | pg_sys::SECURITY_RESTRICTED_OPERATION as i32);
-    }
-    let nest = push_catalog_search_path();
-    let out = f();
-    // SAFETY: pops the level pushed above (the settings the owner's code changed roll back with
-    // it), then gives the caller back its user.
-    unsafe {
-        pg_sys::AtEOXact_GUC(false, nest);
-        pg_sys::SetUserIdAndSecContext(user, context);
-    }
     out
 }
 
