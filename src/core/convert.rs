@@ -1,6 +1,7 @@
 //! Converting an existing key column to `DEFAULT snowflake_next()`, and back: the rules, as a
-//! plan of DDL statements from facts about the column (`crate::api::convert` gathers the facts
-//! from the catalogs, under an `ACCESS EXCLUSIVE` lock, and runs the plan).
+//! plan of DDL statements from facts about the column, and what the plan must have done once it
+//! ran (`crate::runtime::convert` gathers the facts from the catalogs, under an `ACCESS EXCLUSIVE`
+//! lock, runs the plan, and reads its effects by OID).
 //!
 //! pgEdge's snowflake converts sequences too, and the failures reported against that path are:
 //! a column default without a recorded dependency on the extension, identity columns, a
@@ -180,6 +181,37 @@ pub enum ConvertError {
     InHierarchy,
     /// The inverse of a column that is not `DEFAULT snowflake_next()`.
     NotConverted,
+    /// The plan ran, but its effect on the column, read by OID, is not there: one of its
+    /// statements, which name the table and its objects, acted on another object.
+    NotApplied(Missing),
+}
+
+/// What a plan that ran did not do to the column it was made for ([`check_converted`],
+/// [`check_unconverted`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Its default is not the generator.
+    Default,
+    /// The sequence the plan dropped (the identity's, or a serial's with `drop_sequence`) is still
+    /// there.
+    SequenceLeft { sequence: String },
+    /// No new sequence continuing the identity, with its grants, is `OWNED BY` the column.
+    Continuation { sequence: String },
+    /// The inverse: the column is not an identity.
+    Identity,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::Default => write!(f, "the column's default is not snowflake_next()"),
+            Missing::SequenceLeft { sequence } => write!(f, "the sequence {sequence} it dropped is still there"),
+            Missing::Continuation { sequence } => {
+                write!(f, "no new sequence {sequence} with the identity's grants is owned by the column")
+            }
+            Missing::Identity => write!(f, "the column is not an identity"),
+        }
+    }
 }
 
 impl fmt::Display for ConvertError {
@@ -239,6 +271,11 @@ impl fmt::Display for ConvertError {
                 )
             }
             ConvertError::NotConverted => write!(f, "the column's default is not snowflake_next()"),
+            ConvertError::NotApplied(missing) => write!(
+                f,
+                "after its statements ran, {missing}: one of them acted on another object, a name having been made \
+                    to point elsewhere while they ran (a schema renamed)"
+            ),
         }
     }
 }
@@ -398,6 +435,62 @@ pub fn check_unconvert(c: &Column) -> Result<(), ConvertError> {
         return Err(ConvertError::InHierarchy);
     }
     Ok(())
+}
+
+/// What a plan's statements did to the column, read by OID once they ran ([`check_converted`],
+/// [`check_unconverted`]). The statements name the table and its objects, and a name can be made
+/// to point elsewhere between two of them without any lock the conversion holds (`ALTER SCHEMA
+/// ... RENAME` locks none of the tables in the schema): then a statement acts on another object,
+/// and only its effects on the column's own objects, by OID, show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// How the column gets its values now.
+    pub source: Source,
+    /// Whether the sequence the column used before (its identity's or its default's) still exists.
+    pub sequence_left: bool,
+    /// The grants of each sequence `OWNED BY` the column now that was not before.
+    pub new_owned: Vec<Vec<Grant>>,
+}
+
+/// Whether the plan of [`convert`] for `before` (with `drop_sequence`) did what it says: the
+/// column's default is the generator, the sequence it dropped is gone, and a kept identity's
+/// continuation is a new sequence `OWNED BY` the column that has the identity's grants (it may
+/// have more: the creating role's default privileges).
+///
+/// # Errors
+/// [`ConvertError::NotApplied`] with the first effect that is missing.
+pub fn check_converted(before: &Column, drop_sequence: bool, after: &Outcome) -> Result<(), ConvertError> {
+    let missing = if after.source != Source::Converted {
+        Some(Missing::Default)
+    } else {
+        match &before.source {
+            Source::Identity { sequence: s, .. } if after.sequence_left => {
+                Some(Missing::SequenceLeft { sequence: s.name.clone() })
+            }
+            Source::Identity { sequence: s, .. }
+                if !drop_sequence && !after.new_owned.iter().any(|g| s.grants.iter().all(|p| g.contains(p))) =>
+            {
+                Some(Missing::Continuation { sequence: s.name.clone() })
+            }
+            Source::Sequence { sequence, .. } if drop_sequence && after.sequence_left => {
+                Some(Missing::SequenceLeft { sequence: sequence.clone() })
+            }
+            _ => None,
+        }
+    };
+    missing.map_or(Ok(()), |m| Err(ConvertError::NotApplied(m)))
+}
+
+/// Whether the plan of [`unconvert`] did what it says: the column is an identity (`GENERATED BY
+/// DEFAULT`).
+///
+/// # Errors
+/// [`ConvertError::NotApplied`] when it is not.
+pub fn check_unconverted(after: &Outcome) -> Result<(), ConvertError> {
+    match after.source {
+        Source::Identity { always: false, .. } => Ok(()),
+        _ => Err(ConvertError::NotApplied(Missing::Identity)),
+    }
 }
 
 #[cfg(test)]
@@ -644,5 +737,61 @@ mod tests {
             check_convert(&Column { in_hierarchy: true, ..col(Source::Converted) }).is_ok(),
             "converting a tree is fine"
         );
+    }
+
+    #[test]
+    fn effects_checked_after_the_plan() {
+        let done = |sequence_left, new_owned| Outcome { source: Source::Converted, sequence_left, new_owned };
+        let missing = |m| Err(ConvertError::NotApplied(m));
+        let seq = "public.orders_id_seq".to_owned();
+        // A serial column: the default, and the sequence gone only if it was dropped.
+        let serial = col(Source::Sequence { sequence: seq.clone(), owned: true, used_elsewhere: false });
+        assert!(check_converted(&serial, false, &done(true, vec![])).is_ok());
+        assert!(check_converted(&serial, true, &done(false, vec![])).is_ok());
+        assert_eq!(
+            check_converted(&serial, true, &done(true, vec![])),
+            missing(Missing::SequenceLeft { sequence: seq.clone() })
+        );
+        // SET DEFAULT that hit another table: the column still has its old source.
+        let not_done = Outcome { source: serial.source.clone(), sequence_left: true, new_owned: vec![] };
+        assert_eq!(check_converted(&serial, false, &not_done), missing(Missing::Default));
+        assert_eq!(check_converted(&col(Source::Nothing), false, &not_done), missing(Missing::Default));
+        assert!(check_converted(&col(Source::Nothing), false, &done(false, vec![])).is_ok());
+        // An identity: always dropped; kept, a new owned sequence with at least its grants.
+        let ident = col(identity(Some(41), 1));
+        let grants = match &ident.source {
+            Source::Identity { sequence, .. } => sequence.grants.clone(),
+            _ => unreachable!(),
+        };
+        assert!(check_converted(&ident, true, &done(false, vec![])).is_ok());
+        assert_eq!(
+            check_converted(&ident, true, &done(true, vec![])),
+            missing(Missing::SequenceLeft { sequence: seq.clone() })
+        );
+        assert!(check_converted(&ident, false, &done(false, vec![grants.clone()])).is_ok());
+        let mut more = grants.clone();
+        more.push(Grant { privilege: "UPDATE".into(), grantee: "defaults".into(), grant_option: false });
+        assert!(check_converted(&ident, false, &done(false, vec![vec![], more])).is_ok(), "default privileges too");
+        assert_eq!(
+            check_converted(&ident, false, &done(false, vec![])),
+            missing(Missing::Continuation { sequence: seq.clone() }),
+            "the continuation went elsewhere"
+        );
+        assert_eq!(
+            check_converted(&ident, false, &done(false, vec![grants[..1].to_vec()])),
+            missing(Missing::Continuation { sequence: seq }),
+            "a grant went elsewhere"
+        );
+        // The inverse.
+        let back = |source| Outcome { source, sequence_left: false, new_owned: vec![] };
+        let by_default = match identity(None, 1) {
+            Source::Identity { sequence, used_elsewhere, .. } => {
+                Source::Identity { always: false, sequence, used_elsewhere }
+            }
+            _ => unreachable!(),
+        };
+        assert!(check_unconverted(&back(by_default)).is_ok());
+        assert_eq!(check_unconverted(&back(Source::Nothing)), missing(Missing::Identity));
+        assert_eq!(check_unconverted(&back(Source::Converted)), missing(Missing::Identity));
     }
 }

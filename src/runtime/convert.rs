@@ -1,6 +1,6 @@
 //! Converting existing key columns: the catalog reads, the locks, the stored ids' maximum, running
-//! the plan. The rules, and the plan itself, are `crate::core::convert`; the SQL functions are
-//! `crate::api::convert`.
+//! the plan and checking what it did. The rules, and the plan itself, are
+//! `crate::core::convert`; the SQL functions are `crate::api::convert`.
 //!
 //! They are declared with `SET search_path = pg_catalog, pg_temp` and name every object
 //! qualified, so that a caller's objects cannot stand in for the catalogs' or the extension's,
@@ -13,7 +13,10 @@
 //! once the table is locked, no query over the table is planned, and no code of any role runs: an
 //! index scan reads the keys an index stores and never evaluates its expressions, and a row policy
 //! does not apply below the query layer, so every row is seen. Only the plan's DDL names the table
-//! and its objects.
+//! and its objects, and a name can be made to point elsewhere while it runs (`ALTER SCHEMA …
+//! RENAME` locks none of the tables in the schema): so once it ran, its effects on the column are
+//! read by OID and checked ([`convert::check_converted`]), and a missing one is an error that rolls
+//! back everything, what a statement did to another object included.
 //!
 //! **Order:** the facts are read and checked (refusals cost nothing; an identity's sequence is
 //! not read, so a session waiting for a conversion of the same table holds no lock on it that
@@ -28,7 +31,7 @@
 //! for that with the table locked would stall every reader and writer of the table for as long as
 //! that role liked.) Then the facts are read again under the locks, a snowflake id is minted (so a
 //! server that cannot mint refuses before any DDL), the largest stored id is read with a snapshot
-//! taken after the locks, and the plan runs. Inserts from other sessions wait for
+//! taken after the locks, and the plan runs and is checked. Inserts from other sessions wait for
 //! the lock, then use the new default. Under REPEATABLE READ or SERIALIZABLE the reads of the
 //! facts after the lock would still see the transaction's snapshot from before it, so only a dry
 //! run runs there.
@@ -38,17 +41,18 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::convert::{self, Column, Descendant, Grant, Sequence, Source};
+use crate::core::convert::{self, Column, Descendant, Grant, Outcome, Sequence, Source};
 use crate::runtime::{clock, errors, snowflake};
 
 /// Switches `tbl`.`col` to `DEFAULT snowflake_next()` (`snowflake_convert`), keeping the ids it
-/// holds: the checks, the locks, an id minted to compare with, the stored ids' maximum, and the
-/// plan. Returns the DDL it ran (or, with `dry_run`, would run); nothing for a column that is
-/// converted already.
+/// holds: the checks, the locks, an id minted to compare with, the stored ids' maximum, the plan
+/// and the check of its effects. Returns the DDL it ran (or, with `dry_run`, would run); nothing
+/// for a column that is converted already.
 ///
 /// # Errors
-/// The refusals of [`convert::check_convert`] and [`convert::convert`], a lock another session
-/// holds for too long (55P03), and what the catalog reads, the locks and the statements raise.
+/// The refusals of [`convert::check_convert`], [`convert::convert`] and
+/// [`convert::check_converted`], a lock another session holds for too long (55P03), and what the
+/// catalog reads, the locks and the statements raise.
 pub fn convert_column(
     tbl: pg_sys::Oid,
     col: &str,
@@ -76,6 +80,8 @@ pub fn convert_column(
         lock_without_queueing(&[(seq, sequence.clone())], pg_sys::AccessExclusiveLock, &c.table)?;
     }
     run(&plan)?;
+    let after = outcome(tbl, col, &f)?;
+    convert::check_converted(c, drop_sequence, &after).map_err(|e| errors::convert_refused(&e, c))?;
     Ok(plan)
 }
 
@@ -84,10 +90,11 @@ pub fn convert_column(
 /// (or, with `dry_run`, would run).
 ///
 /// # Errors
-/// The refusals of [`convert::check_unconvert`] and [`convert::unconvert`], and what the catalog
-/// reads, the lock and the statements raise.
+/// The refusals of [`convert::check_unconvert`], [`convert::unconvert`] and
+/// [`convert::check_unconverted`], and what the catalog reads, the lock and the statements raise.
 pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Vec<String>, ErrorReport> {
-    let c = &locked_column(tbl, col, dry_run, convert::check_unconvert)?.column;
+    let f = locked_column(tbl, col, dry_run, convert::check_unconvert)?;
+    let c = &f.column;
     // Above the largest stored id, and above every id the reservation covers (ids handed out by
     // SELECT snowflake_next() that were never stored). Under the lock no insert slips below it.
     let reserved = snowflake::max_id_before_reservation()?;
@@ -95,6 +102,8 @@ pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Ve
     let plan = convert::unconvert(c, start).map_err(|e| errors::convert_refused(&e, c))?;
     if !dry_run {
         run(&plan)?;
+        let after = outcome(tbl, col, &f)?;
+        convert::check_unconverted(&after).map_err(|e| errors::convert_refused(&e, c))?;
     }
     Ok(plan)
 }
@@ -102,9 +111,10 @@ pub fn unconvert_column(tbl: pg_sys::Oid, col: &str, dry_run: bool) -> Result<Ve
 /// What a read of the facts is for, which decides how an identity's sequence is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Read {
-    /// The checks before a real conversion locks the table: the sequence's last value is not read,
-    /// so this session takes no lock on the sequence that a concurrent conversion of the same table
-    /// (which drops it while holding the table's lock) would wait for.
+    /// The checks before a real conversion locks the table, and the read of a plan's effects: the
+    /// sequence's last value is not read, so this session takes no lock on the sequence that a
+    /// concurrent conversion of the same table (which drops it while holding the table's lock)
+    /// would wait for.
     Check,
     /// A dry run: the last value is read (`pg_sequence_last_value()`, ROW EXCLUSIVE on it, as any
     /// `nextval()`).
@@ -114,14 +124,17 @@ enum Read {
     Locked,
 }
 
-/// The facts about a column, with the OIDs that the locks work from (the names in [`Column`] are
-/// for the plan's DDL and the messages).
+/// The facts about a column, with the OIDs that the locks, the read of the stored ids and the
+/// check of the plan's effects work from (the names in [`Column`] are for the plan's DDL and the
+/// messages).
 struct Facts {
     column: Column,
     /// The extension's schema, quoted.
     schema: String,
     /// The sequence of the column's identity, or of its `nextval()` default.
     sequence: Option<pg_sys::Oid>,
+    /// The sequences `OWNED BY` the column.
+    owned: Vec<pg_sys::Oid>,
 }
 
 /// The facts about `tbl`.`col` from the catalogs, by OID.
@@ -228,7 +241,7 @@ fn column(tbl: pg_sys::Oid, col: &str, read: Read) -> Result<Facts, ErrorReport>
             descendants: descendants(client, tbl, col, default, !identity.is_empty(), &prefix)?,
             source,
         };
-        Ok(Ok(Facts { column, schema: text(14)?, sequence: sequence_oid }))
+        Ok(Ok(Facts { column, schema: text(14)?, sequence: sequence_oid, owned }))
     })
     .map_err(errors::catalog_query)?
 }
@@ -666,4 +679,29 @@ fn run(plan: &[String]) -> Result<(), ErrorReport> {
         Spi::run(stmt).map_err(errors::catalog_query)?;
     }
     Ok(())
+}
+
+/// What the plan did to the column, read by OID (`before` is what was read under the lock): how
+/// the column gets its values now, whether the sequence it used is still there, and the grants of
+/// each sequence that is newly `OWNED BY` it.
+fn outcome(tbl: pg_sys::Oid, col: &str, before: &Facts) -> Result<Outcome, ErrorReport> {
+    let after = column(tbl, col, Read::Check)?;
+    Spi::connect(|client| {
+        let sequence_left = match before.sequence {
+            Some(seq) => client
+                .select("SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = $1)", Some(1), &[seq.into()])?
+                .first()
+                .get_one::<bool>()?
+                .unwrap_or(false),
+            None => false,
+        };
+        let new_owned = after
+            .owned
+            .iter()
+            .filter(|seq| !before.owned.contains(seq))
+            .map(|&seq| grants(client, seq))
+            .collect::<Result<_, _>>()?;
+        Ok(Outcome { source: after.column.source, sequence_left, new_owned })
+    })
+    .map_err(errors::catalog_query)
 }

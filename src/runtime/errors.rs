@@ -888,8 +888,9 @@ pub fn convert_lock_not_available(relation: &str, table: &str, bound_ms: u128) -
 /// A column `snowflake_convert` or `snowflake_unconvert` does not convert: 42809 for what is not
 /// a table (or has a foreign partition), 42501 for a caller who is not its owner (or a
 /// partition's, or may not create the continuation), 42804 for a column that is not `bigint`,
-/// 55000 for stored ids at or above the next snowflake id, 0A000 for the inverse of a table with
-/// partitions or children or of one, 22023 for the rest.
+/// 55000 for stored ids at or above the next snowflake id and for a plan whose effect on the
+/// column is missing once it ran, 0A000 for the inverse of a table with partitions or children or
+/// of one, 22023 for the rest.
 pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::convert::Column) -> ErrorReport {
     use crate::core::convert::ConvertError as E;
     let (code, hint) = match e {
@@ -972,6 +973,14 @@ pub fn convert_refused(e: &crate::core::convert::ConvertError, c: &crate::core::
         E::Nullable => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             Some(format!("ALTER TABLE {} ALTER COLUMN {} SET NOT NULL first.", c.table, c.column)),
+        ),
+        E::NotApplied(_) => (
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Some(
+                "Nothing is kept: the transaction rolls back, with whatever the statements did to other objects. \
+                Check the names of the table's schema and objects, and convert again."
+                    .into(),
+            ),
         ),
         E::OtherDefault(_) | E::Generated | E::NotConverted => (
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
