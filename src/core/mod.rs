@@ -13,18 +13,19 @@
 //! 2. `time`: time units, PostgreSQL's epoch, the text form of an epoch.
 //! 3. `layout`: the bit layout of a snowflake id, its figures and its range bounds.
 //! 4. `reservation`: the durable high-water mark's rules and its file's format.
-//! 5. `monotonic`: the state machine every generator shares, and the clock policy.
-//! 6. `cycle_clock`: a wall clock extrapolated from the CPU's cycle counter.
-//! 7. `uuidv7`: the RFC 9562 version 7 layout and the readers of versions 1 and 7.
-//! 8. `rng`: the random tail of a UUIDv7.
-//! 9. `shards`: the set of shards a server owns, and the pick among them.
-//! 10. `space`: a database's record of its id space, and its floor.
-//! 11. `text`: the key-free text forms (Crockford base32, ULID).
-//! 12. `ff1`: FF1 (NIST SP 800-38G) over AES-256.
-//! 13. `public`: the public forms of ids, and the key file's format.
-//! 14. `conninfo`: which connection strings a role may use.
-//! 15. `fleet`: the fleet check's facts and verdicts.
-//! 16. `convert`: the plans that convert a key column and back.
+//! 5. `share`: the last tick of a generator's lead, kept for the databases that mint little.
+//! 6. `monotonic`: the state machine every generator shares, and the clock policy.
+//! 7. `cycle_clock`: a wall clock extrapolated from the CPU's cycle counter.
+//! 8. `uuidv7`: the RFC 9562 version 7 layout and the readers of versions 1 and 7.
+//! 9. `rng`: the random tail of a UUIDv7.
+//! 10. `shards`: the set of shards a server owns, and the pick among them.
+//! 11. `space`: a database's record of its id space, and its floor.
+//! 12. `text`: the key-free text forms (Crockford base32, ULID).
+//! 13. `ff1`: FF1 (NIST SP 800-38G) over AES-256.
+//! 14. `public`: the public forms of ids, and the key file's format.
+//! 15. `conninfo`: which connection strings a role may use.
+//! 16. `fleet`: the fleet check's facts and verdicts.
+//! 17. `convert`: the plans that convert a key column and back.
 
 pub mod conninfo;
 pub mod convert;
@@ -38,6 +39,7 @@ pub mod public;
 pub mod reservation;
 pub mod rng;
 pub mod shards;
+pub mod share;
 pub mod space;
 pub mod text;
 pub mod time;

@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::Layout;
 use super::reservation::RESERVE_AHEAD_MS;
+use super::share::{self, Shares};
 use super::time::NS_PER_MS;
 
 /// How generator words map onto wall-clock time.
@@ -206,17 +207,20 @@ impl Timeline {
 ///   it stepped back; a word ahead of it is one that minters borrowed within their lead. This is
 ///   what tells a clock step back from a generator that merely runs ahead, whoever made it run
 ///   ahead and under whatever lead was in force then.
+/// - `shares`, which databases used the last tick of the lead, and how much of it, in the last
+///   second ([`crate::core::share`]): it decides who may take a word there, never which word.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct State {
     pub next_free: AtomicU64,
     pub seen_tick: AtomicU64,
+    pub shares: Shares,
 }
 
 impl State {
-    /// A state at `next_free`, with the clock seen at `seen_tick`.
+    /// A state at `next_free`, with the clock seen at `seen_tick`, and no database's share.
     pub const fn new(next_free: u64, seen_tick: u64) -> Self {
-        State { next_free: AtomicU64::new(next_free), seen_tick: AtomicU64::new(seen_tick) }
+        State { next_free: AtomicU64::new(next_free), seen_tick: AtomicU64::new(seen_tick), shares: Shares::new() }
     }
 
     /// Records that a minter read the clock at `tick`. Costs a locked instruction only when the
@@ -439,6 +443,8 @@ impl IssuedCount {
 /// # Errors
 /// See [`IssueError`]. Waits are measured with [`Clock::monotonic_ns`], so a sleep cut short by
 /// a signal costs only the time it took, and one that overran counts in full.
+///
+/// The caller is of database 1, alone on the generator (see [`issue_within`] for others).
 #[inline]
 pub fn issue(
     state: &State,
@@ -447,7 +453,7 @@ pub fn issue(
     policy: &ClockPolicy,
     limit_word: u64,
 ) -> Result<Issued, IssueError> {
-    issue_within(state, clock, tl, policy, limit_word, &mut Waited::default())
+    issue_within(state, clock, tl, policy, limit_word, &mut Waited::default(), 1)
 }
 
 /// The time one call has waited so far. A caller that retries [`issue_within`] after renewing the
@@ -463,7 +469,9 @@ pub struct Waited {
     pub behind_ns: u64,
 }
 
-/// [`issue`], counting the waits into `waited`, which may hold earlier attempts' of the same call.
+/// [`issue`] for a caller of `database` (never 0), counting the waits into `waited`, which may
+/// hold earlier attempts' of the same call. The last tick of the lead is the database's only
+/// within its share ([`crate::core::share`]).
 #[inline]
 pub fn issue_within(
     state: &State,
@@ -472,16 +480,26 @@ pub fn issue_within(
     policy: &ClockPolicy,
     limit_word: u64,
     waited: &mut Waited,
+    database: u32,
 ) -> Result<Issued, IssueError> {
     let now = clock.now_unix_ns();
     match try_issue_fast(state, now, tl, policy, limit_word) {
         Some(m) => Ok(Issued { waited_ns: waited.total_ns, behind_ns: waited.behind_ns, ..m }),
-        None => issue_slow(state, clock, tl, policy, limit_word, now, waited),
+        None => issue_slow(state, clock, tl, policy, limit_word, now, waited, database),
     }
 }
 
-/// The fast path, taken by almost every call: the next word is within the lead and below the
-/// reservation, where [`next_step`] would say Issue, and no other backend got in first.
+/// The lead a word may have with no share of the reserve: all of it but the reserve, the last
+/// tick ([`share::reserve_ticks`]).
+#[inline]
+fn free_lead_ticks(tl: &Timeline, policy: &ClockPolicy) -> u64 {
+    let lead = u64::from(policy.max_lead_ms / tl.tick_ms);
+    lead - share::reserve_ticks(lead)
+}
+
+/// The fast path, taken by almost every call: the next word is within the lead, short of its
+/// reserve, and below the reservation, where [`next_step`] would say Issue, and no other backend
+/// got in first.
 /// `None` means "take the general path"; nothing was issued then. Within the lead the clock is
 /// behind the last tick by at most the lead, which is not a step back: `behind_ns` is 0.
 #[inline]
@@ -500,7 +518,7 @@ pub fn try_issue_fast(
     // AcqRel costs nothing extra on x86-64 and keeps the reasoning simple.
     let issued = word <= tl.max_word()
         && word < limit_word
-        && (lead_ticks == 0 || lead_ticks <= u64::from(policy.max_lead_ms / tl.tick_ms))
+        && (lead_ticks == 0 || lead_ticks <= free_lead_ticks(tl, policy))
         && state.next_free.compare_exchange(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
     if !issued {
         return None;
@@ -509,10 +527,11 @@ pub fn try_issue_fast(
     Some(Issued { word, lead_ticks, waited_ns: 0, behind_ns: 0, count_adjust: tl.count().on_issue(next_free, word) })
 }
 
-/// Everything else: a lost race, a borrowed tick, a wait, an error. Kept out of line so the
-/// fast path stays small.
+/// Everything else: a lost race, a borrowed tick, the reserve, a wait, an error. Kept out of line
+/// so the fast path stays small.
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn issue_slow(
     state: &State,
     clock: &mut impl Clock,
@@ -521,10 +540,27 @@ fn issue_slow(
     limit_word: u64,
     mut now: i64,
     waited: &mut Waited,
+    database: u32,
 ) -> Result<Issued, IssueError> {
+    let free_lead = free_lead_ticks(tl, policy);
+    // The lead of a caller the reserve is refused to: up to the reserve, where it waits.
+    let held = ClockPolicy { max_lead_ms: (free_lead * u64::from(tl.tick_ms)) as u32, ..*policy };
+    let (quota, window) = (share::quota(tl.low_bits), share::window(tl.tick_ms));
+    let now_tick = |now: i64| tl.word_at(now).map_or(0, |(_, t)| t);
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
-        match next_step(next_free, now, tl, policy, limit_word)? {
+        // A word in the reserve is this caller's only within its database's share; otherwise it
+        // waits as at the end of the free lead. (The share counts the word before the
+        // compare-and-swap: a lost race costs the database a word of its quota.)
+        let mut lead = policy;
+        let mut step = next_step(next_free, now, tl, lead, limit_word)?;
+        if let Step::Issue { lead_ticks, .. } = step {
+            if lead_ticks > free_lead && !state.shares.admit(database, now_tick(now), quota, window) {
+                lead = &held;
+                step = next_step(next_free, now, tl, lead, limit_word)?;
+            }
+        }
+        match step {
             Step::Issue { word, lead_ticks } => {
                 match state.next_free.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
@@ -544,13 +580,15 @@ fn issue_slow(
                 }
             }
             Step::Wait { .. } => {
+                // The databases over their share leave the reserve to this one from now on.
+                state.shares.announce(database, now_tick(now), window);
                 // Judge on a clock read after `seen_tick`: every tick a minter recorded there was
                 // read before this reading, so only a clock that really stepped back reads
                 // behind it. The same fresh reading decides a refusal and the size it reports.
                 let seen_tick = state.seen_tick.load(Ordering::Acquire);
                 now = clock.now_unix_ns();
                 next_free = state.next_free.load(Ordering::Acquire);
-                let Step::Wait { ns } = next_step(next_free, now, tl, policy, limit_word)? else {
+                let Step::Wait { ns } = next_step(next_free, now, tl, lead, limit_word)? else {
                     continue;
                 };
                 let so_far = (waited.rewind_ns, waited.total_ns);
@@ -1015,15 +1053,15 @@ mod tests {
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let mut waited = Waited::default();
-        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, 1).is_err());
         let first = waited.total_ns;
         assert!(first >= 1500 * MS as u64, "{first}");
-        let err = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited).unwrap_err();
+        let err = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, 1).unwrap_err();
         assert!(matches!(err, IssueError::TooFarAhead { .. }), "{err:?}");
         assert!(waited.total_ns <= 2000 * MS as u64, "the call waited {} ms in all", waited.total_ns / MS as u64);
         // A new call starts with a budget of its own.
         let mut fresh = Waited::default();
-        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh, 1).is_err());
         assert!(fresh.total_ns >= 1500 * MS as u64);
     }
 
@@ -1147,5 +1185,79 @@ mod tests {
         // the base, and the new word starts tick 9's count at 1.
         assert_eq!(count.on_issue((7 << 9) + 3, 9 << 9), 3);
         assert_eq!(count.issued(count.base_at(100), 99), 0, "a reset racing a mint reads as zero, not 2^64 - 1");
+    }
+
+    /// One database floods a shard from many backends (each call issues until it would have to
+    /// wait for the clock, which lets the next tick's calls in), and `modest` others each call once
+    /// a tick, at the moment the floods have taken all they may: the first call of each modest
+    /// database waits about a tick (the floods had the whole lead to themselves), every later one
+    /// finds its word in the reserve at once. No word is issued twice.
+    fn floods_beside_modest_databases(floods: u32, modest: u32) -> (Vec<u64>, usize) {
+        const T0: i64 = 1_000 * MS;
+        let s = State::new(0, 0);
+        let mut seen = std::collections::HashSet::new();
+        let mut waits = Vec::new();
+        let mut flood_words = 0;
+        for tick in 0..200 {
+            let now = T0 + tick * MS + 300_000;
+            for f in 0..floods {
+                loop {
+                    let mut c = FakeClock::at(now);
+                    let m = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), 100 + f).unwrap();
+                    assert!(seen.insert(m.word), "word {} issued twice", m.word);
+                    assert!(m.lead_ticks <= 5);
+                    flood_words += 1;
+                    if !c.slept_ns.is_empty() {
+                        break;
+                    }
+                }
+            }
+            for d in 0..modest {
+                let mut c = FakeClock::at(now + 100_000);
+                let m = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), 200 + d).unwrap();
+                assert!(seen.insert(m.word), "word {} issued twice", m.word);
+                waits.push(c.slept_ns.iter().sum::<u64>());
+            }
+        }
+        (waits, flood_words)
+    }
+
+    #[test]
+    fn a_flood_leaves_the_last_tick_of_the_lead_to_a_modest_database() {
+        let (waits, flood_words) = floods_beside_modest_databases(1, 1);
+        assert!(waits[0] > 0 && waits[0] <= MS as u64, "the first call waits at most a tick: {}", waits[0]);
+        assert_eq!(waits[1..].iter().filter(|&&w| w > 0).count(), 0, "no later call waits: {waits:?}");
+        // The flood still takes every word a tick frees, and a quarter of the reserve's.
+        assert!(flood_words >= 200 * 512, "{flood_words}");
+    }
+
+    #[test]
+    fn three_floods_leave_room_in_the_reserve_for_two_modest_databases() {
+        let (waits, _) = floods_beside_modest_databases(3, 2);
+        assert_eq!(waits[2..].iter().filter(|&&w| w > 0).count(), 0, "{waits:?}");
+    }
+
+    #[test]
+    fn without_the_reserve_a_modest_database_waits_behind_a_flood() {
+        // The same run with a lead of one tick less for everyone, as if there were no reserve
+        // (every call competes at the lead): the modest calls wait. This is what the reserve
+        // changes, and how this test would fail without it.
+        let s = State::new(0, 0);
+        let lead4 = ClockPolicy { max_lead_ms: 4, ..LEAD5 };
+        let mut waited = 0;
+        for tick in 0..50 {
+            let now = 1_000 * MS + tick * MS + 300_000;
+            loop {
+                let mut c = FakeClock::at(now);
+                issue(&s, &mut c, &TL, &lead4, NO_LIMIT).unwrap();
+                if !c.slept_ns.is_empty() {
+                    break;
+                }
+            }
+            let mut c = FakeClock::at(now + 100_000);
+            issue(&s, &mut c, &TL, &lead4, NO_LIMIT).unwrap();
+            waited += usize::from(!c.slept_ns.is_empty());
+        }
+        assert_eq!(waited, 50);
     }
 }

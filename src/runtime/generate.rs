@@ -69,10 +69,13 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
     }
     // One budget for the whole call: a renewal between two attempts does not start it again.
     let mut waited = Waited::default();
+    // Whose share of the lead's reserve the call draws on (`crate::core::share`).
+    // SAFETY: a plain read of this backend's database, set at connection.
+    let database = u32::from(unsafe { pgrx::pg_sys::MyDatabaseId });
     loop {
         let reserved = shmem::reserved_until();
         let limit = tl.first_word_at(reserved.min(space::floor_known()));
-        match monotonic::issue_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited) {
+        match monotonic::issue_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited, database) {
             Ok(m) => {
                 record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);
