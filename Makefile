@@ -1,5 +1,5 @@
 # The user-facing commands. Each script installs what it needs first.
-.PHONY: help demo test bench bench-replay bench-instructions chaos package test-package extension-image test-image repo dist install fmt
+.PHONY: help demo test bench bench-replay bench-instructions bench-isolation chaos package test-package extension-image test-image repo dist install fmt
 
 help:   ## list the commands (a plain `make` does nothing else)
 	@sed -n 's/^\([a-z-]*\): *## \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 28
@@ -14,12 +14,16 @@ bench:  ## benchmark the generators against nextval, gen_random_uuid() and the p
 	bash scripts/bench.sh
 	bash scripts/bench-replay.sh
 	bash scripts/bench-instructions.sh
+	bash scripts/bench-isolation.sh
 
 bench-replay: ## how long a server takes to replay a long archive of reservation records
 	bash scripts/bench-replay.sh
 
 bench-instructions: ## CPU instructions per id (callgrind): repeatable where timings are noisy
 	bash scripts/bench-instructions.sh
+
+bench-isolation: ## one database's flood beside another database's calls: waits, errors, lead
+	bash scripts/bench-isolation.sh
 
 chaos:  ## a Jepsen-style fault run over a replicated fleet (MODE, SEED, DURATION, SABOTAGE)
 	bash scripts/chaos.sh
