@@ -183,6 +183,26 @@ rule_waits() or die 'the CREATE RULE never queued';
 is($got, 't', "with a good check left since the record last changed, a new session mints at once ($took s): $why");
 release_the_record();
 
+# The record by OID (issue 31). A role that cannot name the record still locks it ROW EXCLUSIVE
+# through nextval() of its OID, to the end of its transaction: nothing an id call takes conflicts
+# with that. After a record change (a floor in the past: every backend reads the record again), a
+# new session's first id reads the record and writes its floor in place past its id, at once.
+$node->safe_psql('bob_db', q{UPDATE snowflake_id_private.snowflake_id_space SET minted_before = '2025-01-02+00'});
+my $record = $node->safe_psql('bob_db', q{SELECT 'snowflake_id_private.snowflake_id_space'::regclass::oid});
+my $pinner = $node->background_psql('bob_db', extra_params => [ '-U', 'regress_alice' ], on_error_stop => 0);
+$pinner->query_safe('BEGIN');
+$pinner->query_safe('SAVEPOINT s');
+$pinner->query("SELECT nextval($record)");
+$pinner->{stderr} = '';
+$pinner->query_safe('ROLLBACK TO s');
+is($node->safe_psql('bob_db', "SELECT count(*) FROM pg_locks WHERE relation = $record AND mode = 'RowExclusiveLock' AND granted"),
+	'1', 'a plain role holds ROW EXCLUSIVE on the record after a rolled-back nextval() of its OID');
+($got, $why, $took) = first_id('regress_carol');
+is("$got|" . ($why =~ /WARNING/ ? 'warned' : 'quiet'), 't|quiet', "meanwhile another role's first id mints, with no warning ($took s)");
+is($node->safe_psql('bob_db', q{SELECT bool_and(minted_before > '2025-01-02+00') FROM snowflake_id_private.snowflake_id_space}),
+	't', 'and its database\'s floor was written in place past the id, beside that lock');
+$pinner->quit;
+
 # A conversion never waits for a plain role's lock while it holds a table's ACCESS EXCLUSIVE lock
 # (issue 31). nextval(oid) locks any relation ROW EXCLUSIVE before it checks anything, and keeps
 # that lock to the end of the transaction even when it fails in a savepoint that is rolled back:
