@@ -4,7 +4,8 @@
 --    expression that tries to make its owner a superuser never runs, in a dry run, a conversion
 --    and an unconversion, with an index on the column and without one.
 -- 2. The trigger on snowflake_id_space runs only as a trigger (39P01), and PUBLIC may not call it.
---    A plain role cannot lock the record: it cannot even name it (42501 before any lock).
+--    A plain role cannot name the record, so it cannot queue a strong lock request for it (42501
+--    before any lock). (It can lock it ROW EXCLUSIVE by OID, which no id call waits for: t/003.)
 -- 3. The fleet check's rules for a grantee that is not a superuser (no connection needed): a
 --    password of its own (2F003), no keyword that reads the server's files (42501); and the
 --    server's switch, which refuses everyone (55000).
