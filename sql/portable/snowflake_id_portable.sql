@@ -73,13 +73,23 @@ COMMENT ON SCHEMA snowflake_id_portable IS 'The snowflake_id portable edition''s
 REVOKE ALL ON SCHEMA snowflake_id_portable FROM PUBLIC;
 
 -- The serial of the configuration in force, kept by apply() (a restore included), and the lock
--- that serialises the jumps, configure() and advance(): its one row (see lock_config()).
-CREATE TABLE snowflake_id_portable.state (
-    one boolean PRIMARY KEY DEFAULT true CHECK (one),
-    serial int NOT NULL
-);
+-- that serialises the jumps, configure() and advance(): its one row (see lock_config()). It has no
+-- index: a call plans its query over this table, and the planner would lock an index with a lock
+-- that waits, behind a REINDEX queued behind any role's lock on it. A trigger keeps it to one row.
+CREATE TABLE snowflake_id_portable.state (serial int NOT NULL);
 COMMENT ON TABLE snowflake_id_portable.state IS 'The serial of the snowflake_id portable configuration in force; never change it by hand';
 INSERT INTO snowflake_id_portable.state (serial) VALUES (0);
+CREATE FUNCTION snowflake_id_portable.one_state() RETURNS trigger
+LANGUAGE plpgsql SET search_path = snowflake_id_portable, pg_temp AS $$
+BEGIN
+    IF (SELECT count(*) FROM snowflake_id_portable.state) <> 1 THEN
+        RAISE EXCEPTION 'snowflake_id_portable.state must hold exactly one row' USING ERRCODE = '23514';
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION snowflake_id_portable.one_state() FROM PUBLIC;
+CREATE TRIGGER one_row AFTER INSERT OR DELETE ON snowflake_id_portable.state
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_portable.one_state();
 
 -- The configuration, one row per configure() call; the row with the highest serial is in force.
 -- Serial 0 is the built-in default (41/13/9, 2025-01-01, shards *).
@@ -345,11 +355,13 @@ END $$;
 -- lock_config(), in a subtransaction that is rolled back to release the lock at once (a sequence's
 -- setval is not rolled back). Returns the word the caller's id is made of: the generator's raw value less
 -- `offset`. 40001 if the caller was made for another configuration than the one in force (its
--- next statement has the new one).
+-- next statement has the new one). No lock wait of a jump lasts more than a second (55P03): the
+-- row lock waits only for other jumps and a configure() or advance() in progress, but a sequence's
+-- lock waits behind DDL queued on it (ALTER SEQUENCE by its owner), as any nextval() does.
 CREATE FUNCTION snowflake_id_portable.jump(generator regclass, "offset" bigint, per_tick bigint, epoch_ms bigint, tick_ms bigint,
                                            serial bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp SET lock_timeout = '1s' AS $$
 DECLARE
     in_force bigint;
     word bigint;
@@ -789,6 +801,7 @@ CREATE FUNCTION snowflake_id_portable.configure(layout text, epoch timestamptz, 
 RETURNS snowflake_id_portable.config
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
+    in_force bigint;
     cur snowflake_id_portable.config;
     s bigint[];
     w int[];
@@ -802,7 +815,10 @@ BEGIN
         RAISE EXCEPTION 'snowflake_portable_configure() runs only in a READ COMMITTED transaction' USING ERRCODE = '0A000',
             HINT = 'Run it on its own, in autocommit.';
     END IF;
-    cur := snowflake_id_portable.config_of(snowflake_id_portable.lock_config());
+    -- Two statements: the second's snapshot, taken after the lock, sees the configuration a
+    -- configure() that committed while this one waited made.
+    in_force := snowflake_id_portable.lock_config();
+    cur := snowflake_id_portable.config_of(in_force);
     PERFORM snowflake_id_portable.settle_gen(cur.serial);
     s := snowflake_id_portable.settings_of(cur);
     w := snowflake_id_portable.widths(coalesce(configure.layout, cur.layout));

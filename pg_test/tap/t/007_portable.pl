@@ -158,6 +158,29 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	$vacuum->query_until(qr/vacuumed/, '');
 	$vacuum->quit;
 	is(app_psql($node, 'onedb', 'SELECT pg_sleep(0.02); SELECT snowflake_next() > 0'), "\nt", "PG $major: the lock gone, the jump goes on");
+	# The same role on every index of the edition, with a REINDEX of each table queued behind it
+	# (each holds its table's SHARE lock while it waits for an index's ACCESS EXCLUSIVE). A new
+	# session plans the jump's query afresh, and no lock it takes waits in those queues.
+	my @indexes = split ' ', $node->safe_psql('onedb',
+		q{SELECT string_agg(c.oid::text, ' ') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'snowflake_id_portable' AND c.relkind = 'i'});
+	$mallory = $node->background_psql('onedb', extra_params => [ '-U', 'mallory' ], on_error_stop => 0);
+	$mallory->query_safe('BEGIN');
+	$mallory->query("SAVEPOINT s; SELECT nextval(${_}::regclass); ROLLBACK TO s;") for @indexes;
+	my @reindexes;
+	for my $table ('state', 'config')
+	{
+		my $r = $node->background_psql('onedb', on_error_stop => 0);
+		$r->query_until(qr/started/, "\\echo started\nREINDEX TABLE snowflake_id_portable.$table;\n\\echo reindexed\n");
+		push @reindexes, $r;
+	}
+	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
+	  or die 'no REINDEX queued';
+	($rc, $out, $err) = $node->psql('onedb', q{SET lock_timeout = '3s'; SELECT pg_sleep(0.02); SELECT snowflake_next() > 0, uuidv7_next() IS NOT NULL;},
+		extra_params => [ '-U', 'app' ]);
+	is("$out$err", "\nt|t", "PG $major: with REINDEXes queued behind that role's locks on the indexes, a new session's calls jump");
+	$mallory->query('ROLLBACK');
+	$mallory->quit;
+	$_->query_until(qr/reindexed/, ''), $_->quit for @reindexes;
 	# The jumps still exclude each other, and configure(): while the app's own configure() is open,
 	# a call that jumps waits for it (here until lock_timeout).
 	my $configuring = $node->background_psql('onedb', extra_params => [ '-U', 'app' ]);
