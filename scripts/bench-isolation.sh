@@ -5,9 +5,9 @@
 # millisecond); meanwhile one session in another database, and one in the flooding database itself,
 # each mint one id every 2 ms for PROBE_SECONDS (default 5). Each probe reports its calls' errors,
 # their time (median, 99th percentile, worst, and how many took 1 ms or more) and how far its ids
-# ran ahead of the clock; a probe without a flood gives the machine's own figures. The other
-# database draws on the last tick of the lead, kept for databases that mint little
-# (`src/core/share.rs`); the flooding database's own session does not, and waits as the flood does.
+# ran ahead of the clock; a probe without a flood gives the machine's own figures. Each probe
+# draws on its own share of the lead's last tick, which the floods may fill only half of past their
+# own shares (`src/core/share.rs`).
 #
 #   CLIENTS=64 PROBE_SECONDS=10 make bench-isolation
 #
@@ -109,8 +109,8 @@ out="$REPO_ROOT/docs/bench/isolation.md"
   line "UUIDv7 flooded: the flooding database's own session" "${row[uuid,own]}"
   echo
   echo "A flood that mints less than its generator holds leaves every call as it is. One that mints more runs"
-  echo "the generator to its lead; another database's calls then find their word in the lead's last tick,"
-  echo "kept for databases that mint little ([security](../security.md#one-database-and-another)), while the"
-  echo "flooding database's own calls wait for the clock with the flood."
+  echo "the generator to its lead and waits there for the clock; every other session, of any database, the"
+  echo "flooding one's included, finds its word in the lead's last tick, which the floods may fill only half of"
+  echo "past their own shares ([security](../security.md#one-database-and-another))."
 } >"$out"
 log "wrote $out"

@@ -13,7 +13,7 @@
 //! 2. `time`: time units, PostgreSQL's epoch, the text form of an epoch.
 //! 3. `layout`: the bit layout of a snowflake id, its figures and its range bounds.
 //! 4. `reservation`: the durable high-water mark's rules and its file's format.
-//! 5. `share`: the last tick of a generator's lead, kept for the databases that mint little.
+//! 5. `share`: the last tick of a generator's lead, shared out so that no flood fills it.
 //! 6. `monotonic`: the state machine every generator shares, and the clock policy.
 //! 7. `cycle_clock`: a wall clock extrapolated from the CPU's cycle counter.
 //! 8. `uuidv7`: the RFC 9562 version 7 layout and the readers of versions 1 and 7.

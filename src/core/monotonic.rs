@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::layout::Layout;
 use super::reservation::RESERVE_AHEAD_MS;
-use super::share::{self, Shares};
+use super::share::{self, Light, Reserve};
 use super::time::NS_PER_MS;
 
 /// How generator words map onto wall-clock time.
@@ -207,20 +207,20 @@ impl Timeline {
 ///   it stepped back; a word ahead of it is one that minters borrowed within their lead. This is
 ///   what tells a clock step back from a generator that merely runs ahead, whoever made it run
 ///   ahead and under whatever lead was in force then.
-/// - `shares`, which databases used the last tick of the lead, and how much of it, in the last
-///   second ([`crate::core::share`]): it decides who may take a word there, never which word.
+/// - `reserve`, how much of the last tick of the lead the callers past their own share took in
+///   the latest tick ([`crate::core::share`]): it decides who may take a word there, never which.
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct State {
     pub next_free: AtomicU64,
     pub seen_tick: AtomicU64,
-    pub shares: Shares,
+    pub reserve: Reserve,
 }
 
 impl State {
-    /// A state at `next_free`, with the clock seen at `seen_tick`, and no database's share.
+    /// A state at `next_free`, with the clock seen at `seen_tick`, and nothing of its reserve taken.
     pub const fn new(next_free: u64, seen_tick: u64) -> Self {
-        State { next_free: AtomicU64::new(next_free), seen_tick: AtomicU64::new(seen_tick), shares: Shares::new() }
+        State { next_free: AtomicU64::new(next_free), seen_tick: AtomicU64::new(seen_tick), reserve: Reserve::new() }
     }
 
     /// Records that a minter read the clock at `tick`. Costs a locked instruction only when the
@@ -444,7 +444,7 @@ impl IssuedCount {
 /// See [`IssueError`]. Waits are measured with [`Clock::monotonic_ns`], so a sleep cut short by
 /// a signal costs only the time it took, and one that overran counts in full.
 ///
-/// The caller is of database 1, alone on the generator (see [`issue_within`] for others).
+/// The caller is the one backend of its server (see [`issue_within`] for others).
 #[inline]
 pub fn issue(
     state: &State,
@@ -453,7 +453,16 @@ pub fn issue(
     policy: &ClockPolicy,
     limit_word: u64,
 ) -> Result<Issued, IssueError> {
-    issue_within(state, clock, tl, policy, limit_word, &mut Waited::default(), 1)
+    let minter = Minter { light: &Light::new(), backends: 1 };
+    issue_within(state, clock, tl, policy, limit_word, &mut Waited::default(), &minter)
+}
+
+/// Who mints, for the reserve's share-out ([`crate::core::share`]): the backend's own use of the
+/// reserve, and how many backends the server has.
+#[derive(Clone, Copy, Debug)]
+pub struct Minter<'a> {
+    pub light: &'a Light,
+    pub backends: u32,
 }
 
 /// The time one call has waited so far. A caller that retries [`issue_within`] after renewing the
@@ -469,9 +478,9 @@ pub struct Waited {
     pub behind_ns: u64,
 }
 
-/// [`issue`] for a caller of `database` (never 0), counting the waits into `waited`, which may
-/// hold earlier attempts' of the same call. The last tick of the lead is the database's only
-/// within its share ([`crate::core::share`]).
+/// [`issue`] for `minter`, counting the waits into `waited`, which may hold earlier attempts' of
+/// the same call. A word in the last tick of the lead is the minter's only within its share
+/// ([`crate::core::share`]).
 #[inline]
 pub fn issue_within(
     state: &State,
@@ -480,12 +489,12 @@ pub fn issue_within(
     policy: &ClockPolicy,
     limit_word: u64,
     waited: &mut Waited,
-    database: u32,
+    minter: &Minter<'_>,
 ) -> Result<Issued, IssueError> {
     let now = clock.now_unix_ns();
     match try_issue_fast(state, now, tl, policy, limit_word) {
         Some(m) => Ok(Issued { waited_ns: waited.total_ns, behind_ns: waited.behind_ns, ..m }),
-        None => issue_slow(state, clock, tl, policy, limit_word, now, waited, database),
+        None => issue_slow(state, clock, tl, policy, limit_word, now, waited, minter),
     }
 }
 
@@ -540,22 +549,24 @@ fn issue_slow(
     limit_word: u64,
     mut now: i64,
     waited: &mut Waited,
-    database: u32,
+    minter: &Minter<'_>,
 ) -> Result<Issued, IssueError> {
     let free_lead = free_lead_ticks(tl, policy);
     // The lead of a caller the reserve is refused to: up to the reserve, where it waits.
     let held = ClockPolicy { max_lead_ms: (free_lead * u64::from(tl.tick_ms)) as u32, ..*policy };
-    let (quota, window) = (share::quota(tl.low_bits), share::window(tl.tick_ms));
+    let (light_quota, heavy_cap) = (share::light_quota(tl.low_bits, minter.backends), share::heavy_cap(tl.low_bits));
+    let generator = std::ptr::from_ref(state) as u64;
     let now_tick = |now: i64| tl.word_at(now).map_or(0, |(_, t)| t);
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
-        // A word in the reserve is this caller's only within its database's share; otherwise it
-        // waits as at the end of the free lead. (The share counts the word before the
-        // compare-and-swap: a lost race costs the database a word of its quota.)
+        // A word in the reserve is this caller's only within its share; otherwise it waits as at
+        // the end of the free lead. (The share counts the word before the compare-and-swap: a
+        // lost race costs the caller a word of it.)
         let mut lead = policy;
         let mut step = next_step(next_free, now, tl, lead, limit_word)?;
         if let Step::Issue { lead_ticks, .. } = step {
-            if lead_ticks > free_lead && !state.shares.admit(database, now_tick(now), quota, window) {
+            let admit = || state.reserve.admit(minter.light, generator, now_tick(now), light_quota, heavy_cap);
+            if lead_ticks > free_lead && !admit() {
                 lead = &held;
                 step = next_step(next_free, now, tl, lead, limit_word)?;
             }
@@ -580,8 +591,6 @@ fn issue_slow(
                 }
             }
             Step::Wait { .. } => {
-                // The databases over their share leave the reserve to this one from now on.
-                state.shares.announce(database, now_tick(now), window);
                 // Judge on a clock read after `seen_tick`: every tick a minter recorded there was
                 // read before this reading, so only a clock that really stepped back reads
                 // behind it. The same fresh reading decides a refusal and the size it reports.
@@ -1047,21 +1056,23 @@ mod tests {
 
     #[test]
     fn one_call_has_one_wait_budget_across_its_attempts() {
+        let light = Light::new();
+        let lone = Minter { light: &light, backends: 1 };
         // A clock that stopped, a generator 300 ms ahead of it, and a call that retries after each
         // renewal of the reservation (`issue_within` with the same `Waited`): the first attempt
         // waits most of the 2 s budget; a second attempt of the same call may not wait it again.
         let s = State::new(TL.first_word_at(1300), 1000);
         let mut c = Stopped(FakeClock::at(1000 * MS));
         let mut waited = Waited::default();
-        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, 1).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, &lone).is_err());
         let first = waited.total_ns;
         assert!(first >= 1500 * MS as u64, "{first}");
-        let err = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, 1).unwrap_err();
+        let err = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut waited, &lone).unwrap_err();
         assert!(matches!(err, IssueError::TooFarAhead { .. }), "{err:?}");
         assert!(waited.total_ns <= 2000 * MS as u64, "the call waited {} ms in all", waited.total_ns / MS as u64);
         // A new call starts with a budget of its own.
         let mut fresh = Waited::default();
-        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh, 1).is_err());
+        assert!(issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut fresh, &lone).is_err());
         assert!(fresh.total_ns >= 1500 * MS as u64);
     }
 
@@ -1187,61 +1198,79 @@ mod tests {
         assert_eq!(count.issued(count.base_at(100), 99), 0, "a reset racing a mint reads as zero, not 2^64 - 1");
     }
 
-    /// One database floods a shard from many backends (each call issues until it would have to
-    /// wait for the clock, which lets the next tick's calls in), and `modest` others each call once
-    /// a tick, at the moment the floods have taken all they may: the first call of each modest
-    /// database waits about a tick (the floods had the whole lead to themselves), every later one
-    /// finds its word in the reserve at once. No word is issued twice.
-    fn floods_beside_modest_databases(floods: u32, modest: u32) -> (Vec<u64>, usize) {
+    /// A clock that stands still at a time, and whose sleep gives up: a call that would have to wait
+    /// for it fails (too far ahead) without issuing, as a flood's call at that moment would wait.
+    struct StandStill {
+        now_ns: i64,
+        mono_ns: u64,
+    }
+
+    impl Clock for StandStill {
+        fn now_unix_ns(&mut self) -> i64 {
+            self.now_ns
+        }
+        fn monotonic_ns(&mut self) -> u64 {
+            self.mono_ns
+        }
+        fn sleep_ns(&mut self, _ns: u64) {
+            self.mono_ns += 3_600 * NS_PER_MS as u64 * 1000;
+        }
+    }
+
+    /// `floods` backends flood a shard, each until its next call would have to wait for the clock,
+    /// and one more then calls once, at the moment the floods have taken all they may, on a server
+    /// of `floods + 1` backends; tick after tick. Returns the modest backend's waits and the words
+    /// issued in the reserve (the lead's last tick) each tick. No word is issued twice.
+    fn floods_beside_a_modest_backend(floods: usize) -> (Vec<u64>, Vec<u64>) {
         const T0: i64 = 1_000 * MS;
         let s = State::new(0, 0);
+        let lights: Vec<Light> = (0..=floods).map(|_| Light::new()).collect();
+        let backends = floods as u32 + 1;
         let mut seen = std::collections::HashSet::new();
-        let mut waits = Vec::new();
-        let mut flood_words = 0;
+        let (mut waits, mut in_reserve) = (Vec::new(), Vec::new());
         for tick in 0..200 {
             let now = T0 + tick * MS + 300_000;
-            for f in 0..floods {
-                loop {
-                    let mut c = FakeClock::at(now);
-                    let m = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), 100 + f).unwrap();
+            let reserve = (tick as u64 + 1_000 + 5) << 9;
+            let mut taken = 0;
+            for light in &lights[..floods] {
+                let minter = Minter { light, backends };
+                let mut c = StandStill { now_ns: now, mono_ns: 0 };
+                while let Ok(m) = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), &minter) {
                     assert!(seen.insert(m.word), "word {} issued twice", m.word);
-                    assert!(m.lead_ticks <= 5);
-                    flood_words += 1;
-                    if !c.slept_ns.is_empty() {
-                        break;
-                    }
+                    taken += u64::from(m.word >= reserve && m.word < reserve + 512);
                 }
             }
-            for d in 0..modest {
-                let mut c = FakeClock::at(now + 100_000);
-                let m = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), 200 + d).unwrap();
-                assert!(seen.insert(m.word), "word {} issued twice", m.word);
-                waits.push(c.slept_ns.iter().sum::<u64>());
-            }
+            in_reserve.push(taken);
+            let mut c = FakeClock::at(now + 100_000);
+            let minter = Minter { light: &lights[floods], backends };
+            let m = issue_within(&s, &mut c, &TL, &LEAD5, NO_LIMIT, &mut Waited::default(), &minter).unwrap();
+            assert!(seen.insert(m.word), "word {} issued twice", m.word);
+            waits.push(c.slept_ns.iter().sum::<u64>());
         }
-        (waits, flood_words)
+        (waits, in_reserve)
     }
 
     #[test]
-    fn a_flood_leaves_the_last_tick_of_the_lead_to_a_modest_database() {
-        let (waits, flood_words) = floods_beside_modest_databases(1, 1);
-        assert!(waits[0] > 0 && waits[0] <= MS as u64, "the first call waits at most a tick: {}", waits[0]);
-        assert_eq!(waits[1..].iter().filter(|&&w| w > 0).count(), 0, "no later call waits: {waits:?}");
-        // The flood still takes every word a tick frees, and a quarter of the reserve's.
-        assert!(flood_words >= 200 * 512, "{flood_words}");
+    fn a_modest_backend_never_waits_beside_a_flood() {
+        let (waits, in_reserve) = floods_beside_a_modest_backend(1);
+        assert!(waits.iter().all(|&w| w == 0), "{waits:?}");
+        // The flood: its light quota of the reserve (a half, on a server of two) and the heavy half.
+        assert!(in_reserve[5..].iter().all(|&n| n == 128 + 256), "{in_reserve:?}");
     }
 
     #[test]
-    fn three_floods_leave_room_in_the_reserve_for_two_modest_databases() {
-        let (waits, _) = floods_beside_modest_databases(3, 2);
-        assert_eq!(waits[2..].iter().filter(|&&w| w > 0).count(), 0, "{waits:?}");
+    fn a_modest_backend_never_waits_beside_a_flood_from_every_other_backend() {
+        let (waits, in_reserve) = floods_beside_a_modest_backend(50);
+        assert!(waits.iter().all(|&w| w == 0), "{waits:?}");
+        // 50 light quotas of 5 words (half a tick among 51 backends) and the heavy half.
+        assert!(in_reserve[5..].iter().all(|&n| n == 50 * 5 + 256), "{in_reserve:?}");
     }
 
     #[test]
-    fn without_the_reserve_a_modest_database_waits_behind_a_flood() {
-        // The same run with a lead of one tick less for everyone, as if there were no reserve
-        // (every call competes at the lead): the modest calls wait. This is what the reserve
-        // changes, and how this test would fail without it.
+    fn without_a_share_a_modest_caller_waits_behind_a_flood() {
+        // The contrast: callers of issue() each bring a share of their own (as if every call were a
+        // new backend), so the flood fills the whole lead, and the modest call waits on every tick.
+        // This is what the share changes, and how the tests above would fail without it.
         let s = State::new(0, 0);
         let lead4 = ClockPolicy { max_lead_ms: 4, ..LEAD5 };
         let mut waited = 0;

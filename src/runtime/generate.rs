@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::PgLogLevel;
 
-use crate::core::monotonic::{self, ClockPolicy, IssueError, Issued, Timeline, Waited};
+use crate::core::monotonic::{self, ClockPolicy, IssueError, Issued, Minter, Timeline, Waited};
 use crate::core::reservation::REFRESH_MARGIN_MS;
+use crate::core::share::Light;
 use crate::core::time::NS_PER_MS;
 use crate::runtime::clock::WallClock;
 use crate::runtime::errors::{self, Generator};
@@ -20,6 +21,9 @@ use crate::runtime::{reservation, space};
 pub fn fast_limit(tl: &Timeline) -> u64 {
     tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS).min(space::floor_known()))
 }
+
+/// This backend's use of a generator's reserve in its latest tick (`crate::core::share`).
+static LIGHT: Light = Light::new();
 
 /// Set once this backend has seen that the server is not in recovery, which, once true, stays
 /// true for the life of the process (promotion is one-way). The fast entry of `snowflake_next`
@@ -69,13 +73,14 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
     }
     // One budget for the whole call: a renewal between two attempts does not start it again.
     let mut waited = Waited::default();
-    // Whose share of the lead's reserve the call draws on (`crate::core::share`).
-    // SAFETY: a plain read of this backend's database, set at connection.
-    let database = u32::from(unsafe { pgrx::pg_sys::MyDatabaseId });
+    // This backend's share of the lead's last tick (`crate::core::share`), among the server's
+    // backends (fixed at start).
+    // SAFETY: a plain read of a value the postmaster set before any backend started.
+    let minter = Minter { light: &LIGHT, backends: unsafe { pgrx::pg_sys::MaxBackends }.unsigned_abs() };
     loop {
         let reserved = shmem::reserved_until();
         let limit = tl.first_word_at(reserved.min(space::floor_known()));
-        match monotonic::issue_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited, database) {
+        match monotonic::issue_within(&slot.state, &mut WallClock, tl, policy, limit, &mut waited, &minter) {
             Ok(m) => {
                 record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);

@@ -34,8 +34,8 @@
 //! Slot (one per generator, on its own pair of cache lines, 128 bytes)
 //!   state.next_free           AtomicU64     the next free generator word
 //!   state.seen_tick           AtomicU64     the latest clock tick a minter read (crate::core::monotonic::State)
-//!   state.shares              [AtomicU64; 6] which databases used the lead's last tick in the last
-//!                                           second, and how much of it this tick (crate::core::share)
+//!   state.reserve             AtomicU64     the words of the lead's last tick taken past the
+//!                                           backends' own shares in the latest tick (crate::core::share)
 //!   issued_base, ahead_ticks, max_lead_ms, waits, wait_ns, backsteps, max_backstep_ms, errors: AtomicU64
 //! ```
 //!
@@ -52,11 +52,11 @@
 //!   critical section is the one CAS instruction: it cannot block, allocate, call SPI or raise.
 //!   The word only grows; a refused call leaves it as it was. `snowflake_id_advance()` may also
 //!   raise it with an atomic `fetch_max`, which a concurrent CAS simply sees and retries on.
-//! - **`Slot::state.shares`** decides who may take a word in the last tick of the lead, never
-//!   which word: each entry is claimed and updated with one compare-and-swap, only by calls whose
-//!   word falls there or beyond (a generator at its lead), never on the fast path. A lost race
-//!   retries with what it saw. No id's uniqueness depends on it; a stale or lost entry only lets a
-//!   database wait, or take more of the last tick, for a second at most.
+//! - **`Slot::state.reserve`** decides who may take a word in the last tick of the lead, never
+//!   which word: it is updated with one compare-and-swap, only by calls past their backend's own
+//!   share of that tick (a generator at its lead), never on the fast path, and never moved back to
+//!   an earlier tick. A lost race retries with what it saw. No id's uniqueness depends on it. (Each
+//!   backend's own share is a static of its own, `crate::runtime::generate`.)
 //! - **`Slot::state.seen_tick`** only grows, by `fetch_max`, from any minter (about once per tick:
 //!   a minter loads it first and writes only a newer tick), from the startup hook (the clock of
 //!   the reservation's last write) and from `snowflake_id_advance()`. It only tells a clock step
