@@ -40,15 +40,18 @@ SELECT snowflake_min_id('2025-01-01 00:00:00+00') AS first_id,
        snowflake_min_id('2025-01-01 00:00:00.001+00') AS next_ms;
 SELECT snowflake_max_id('2094-09-07 15:47:35.551+00') = 9223372036854775807 AS last_ms_is_max_id;
 
--- A time range is an index range: one id per second over the last day, then the last hour.
+-- A time range is an index range: one id per second over the last day, then the last hour. (The
+-- count is taken at the time the rows were made, t0, so that it does not depend on how long the
+-- insert took: the seconds 0 to 3600 before t0.)
+SELECT now() AS t0 \gset
 CREATE TABLE events (id bigint PRIMARY KEY, payload text);
 INSERT INTO events
-SELECT snowflake_min_id(now() - g * interval '1 second') + (7 << 9), 'x'
+SELECT snowflake_min_id(:'t0'::timestamptz - g * interval '1 second') + (7 << 9), 'x'
 FROM generate_series(0, 86399) g;
 ANALYZE events;
 EXPLAIN (COSTS OFF)
 SELECT count(*) FROM events WHERE id >= snowflake_min_id(now() - interval '1 hour');
-SELECT count(*) FROM events WHERE id >= snowflake_min_id(now() - interval '1 hour');
+SELECT count(*) FROM events WHERE id >= snowflake_min_id(:'t0'::timestamptz - interval '1 hour');
 EXPLAIN (COSTS OFF)
 SELECT * FROM events
 WHERE id BETWEEN snowflake_min_id(now() - interval '2 hours') AND snowflake_max_id(now() - interval '1 hour');
