@@ -554,27 +554,32 @@ fn issue_slow(
     let free_lead = free_lead_ticks(tl, policy);
     // The lead of a caller the reserve is refused to: up to the reserve, where it waits.
     let held = ClockPolicy { max_lead_ms: (free_lead * u64::from(tl.tick_ms)) as u32, ..*policy };
-    let (light_quota, heavy_cap) = (share::light_quota(tl.low_bits, minter.backends), share::heavy_cap(tl.low_bits));
-    let generator = std::ptr::from_ref(state) as u64;
+    let (backends, low_bits) = (minter.backends, tl.low_bits);
+    let (light_quota, heavy_cap) = (share::light_quota(low_bits, backends), share::heavy_cap(low_bits, backends));
     let now_tick = |now: i64| tl.word_at(now).map_or(0, |(_, t)| t);
     let mut next_free = state.next_free.load(Ordering::Acquire);
     loop {
         // A word in the reserve is this caller's only within its share; otherwise it waits as at
-        // the end of the free lead. (The share counts the word before the compare-and-swap: a
-        // lost race costs the caller a word of it.)
+        // the end of the free lead.
         let mut lead = policy;
         let mut step = next_step(next_free, now, tl, lead, limit_word)?;
+        let mut admission = None;
         if let Step::Issue { lead_ticks, .. } = step {
-            let admit = || state.reserve.admit(minter.light, generator, now_tick(now), light_quota, heavy_cap);
-            if lead_ticks > free_lead && !admit() {
-                lead = &held;
-                step = next_step(next_free, now, tl, lead, limit_word)?;
+            if lead_ticks > free_lead {
+                admission = state.reserve.admit(minter.light, now_tick(now), light_quota, heavy_cap);
+                if admission.is_none() {
+                    lead = &held;
+                    step = next_step(next_free, now, tl, lead, limit_word)?;
+                }
             }
         }
         match step {
             Step::Issue { word, lead_ticks } => {
                 match state.next_free.compare_exchange_weak(next_free, word + 1, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
+                        if let Some(a) = admission {
+                            Reserve::taken(minter.light, a);
+                        }
                         if let Ok((_, now_tick)) = tl.word_at(now) {
                             state.saw(now_tick);
                         }
@@ -587,7 +592,12 @@ fn issue_slow(
                             count_adjust,
                         });
                     }
-                    Err(actual) => next_free = actual,
+                    Err(actual) => {
+                        if let Some(a) = admission {
+                            state.reserve.lost(a);
+                        }
+                        next_free = actual;
+                    }
                 }
             }
             Step::Wait { .. } => {
@@ -1254,7 +1264,8 @@ mod tests {
     fn a_modest_backend_never_waits_beside_a_flood() {
         let (waits, in_reserve) = floods_beside_a_modest_backend(1);
         assert!(waits.iter().all(|&w| w == 0), "{waits:?}");
-        // The flood: its light quota of the reserve (a half, on a server of two) and the heavy half.
+        // The flood: its light quota of the reserve (a quarter, on a server of two) and the heavy
+        // cap, what the two light quotas leave.
         assert!(in_reserve[5..].iter().all(|&n| n == 128 + 256), "{in_reserve:?}");
     }
 
@@ -1262,8 +1273,9 @@ mod tests {
     fn a_modest_backend_never_waits_beside_a_flood_from_every_other_backend() {
         let (waits, in_reserve) = floods_beside_a_modest_backend(50);
         assert!(waits.iter().all(|&w| w == 0), "{waits:?}");
-        // 50 light quotas of 5 words (half a tick among 51 backends) and the heavy half.
-        assert!(in_reserve[5..].iter().all(|&n| n == 50 * 5 + 256), "{in_reserve:?}");
+        // 50 light quotas of 5 words (half a tick among 51 backends), and the heavy cap: what the
+        // 51 light quotas leave of the tick, 257.
+        assert!(in_reserve[5..].iter().all(|&n| n == 50 * 5 + 257), "{in_reserve:?}");
     }
 
     #[test]

@@ -122,6 +122,21 @@ pub fn too_many_peers(count: usize, max: usize) -> ErrorReport {
     )
 }
 
+/// At start: a tick of `generator` holds fewer words than the server has backends, so a flood can
+/// fill the lead's last tick, and a session minting little may wait behind it (crate::core::share).
+pub fn reserve_can_fill(generator: &str, words: u64, backends: u32) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("a {generator} generator's tick holds {words} ids, fewer than this server's {backends} backends"),
+        FUNC,
+    )
+    .set_detail("Beside a flood on the same generator, a session that mints little may wait for the clock.")
+    .set_hint(
+        "Lower max_connections (with the workers, the backends must be at most a tick's ids), or choose a layout \
+         with more sequence bits.",
+    )
+}
+
 /// A fleet check's connection string longer than it takes.
 pub fn conninfo_too_long(len: usize, max: usize) -> ErrorReport {
     ErrorReport::new(

@@ -139,9 +139,10 @@ use pgrx::prelude::*;
 use crate::core::layout::Layout;
 use crate::core::monotonic::{State, Timeline};
 use crate::core::reservation::Refusal;
+use crate::core::share;
 use crate::core::uuidv7;
 use crate::runtime::reservation_file::{self, Found};
-use crate::runtime::{clock, guc};
+use crate::runtime::{clock, errors, guc};
 
 const TRANCHE: &std::ffi::CStr = c"snowflake_id";
 
@@ -315,6 +316,14 @@ unsafe extern "C-unwind" fn shmem_startup() {
         // starts: a file the generators cannot continue from disables them, with a WARNING.
         let found = reservation_file::load(layout);
         reservation_file::log_start(&found, clock::now_unix_ms());
+        // A server with more backends than a tick holds words cannot keep the lead's last tick
+        // from filling (crate::core::share): say so once, where a DBA reads the start.
+        let backends = pg_sys::MaxBackends.unsigned_abs();
+        for (generator, low_bits) in [("snowflake id", layout.widths().seq_bits), ("UUIDv7", uuidv7::FRACTION_BITS)] {
+            if !share::never_fills(low_bits, backends) {
+                errors::reserve_can_fill(generator, 1u64 << low_bits, backends).report(PgLogLevel::WARNING);
+            }
+        }
         let (reserved, written_at, refusal) = match &found {
             Found::Nothing => (0, 0, 0),
             Found::Continue(r) => (r.reserved_until_unix_ms, r.written_at_unix_ms, 0),

@@ -1,7 +1,8 @@
 # One database's load does not spend another's capacity (PostgreSQL $ENV{SFID_SHARE}, default 15).
 # A server whose layout holds 64 ids a millisecond a shard, so that any machine floods shard 5 from
-# four sessions of one database, and with few enough backends (max_connections 20, few workers) for
-# the reserve never to fill (crate::core::share). Beside the flood, one session in another database
+# eight sessions of one database, each alternating between shards 5 and 6 (one session's share of
+# the lead's last tick is one over every generator), and with few enough backends (max_connections
+# 20, few workers) for that last tick never to fill (crate::core::share). Beside the flood, one session in another database
 # and one in the flooding database each mint one id every 5 ms: each finds its word in the lead's
 # last tick, within its own share. None fails, and their calls take no longer than the machine's
 # (their median is compared with a session's on an idle shard). The shard's statistics show that the
@@ -49,13 +50,13 @@ $node->safe_psql($_, $probe) for ('flood', 'modest');
 # The same session, alone on an idle shard first: what a call costs on this machine.
 my ($idle_errors, $idle_median) = split /\|/, $node->safe_psql('modest', 'SELECT probe(6, 200)');
 
-# Four clients of the flooding database mint on shard 5 as fast as they can, far past 64 a ms,
-# until both probes are done.
+# Eight clients of the flooding database mint on shards 5 and 6 in turn as fast as they can, far
+# past 64 a ms each, until both probes are done.
 my $file = "$PostgreSQL::Test::Utils::tmp_check/flood.sql";
-PostgreSQL::Test::Utils::append_to_file($file, "SELECT count(snowflake_next(5)) FROM generate_series(1, 2000);\n");
+PostgreSQL::Test::Utils::append_to_file($file, "SELECT count(snowflake_next(5 + g % 2)) FROM generate_series(1, 2000) g;\n");
 my ($out, $err) = ('', '');
 my $flood = IPC::Run::start(
-	[ install_path($major) . '/bin/pgbench', '-n', '-c', 4, '-j', 4, '-T', 600, '-f', $file,
+	[ install_path($major) . '/bin/pgbench', '-n', '-c', 8, '-j', 8, '-T', 600, '-f', $file,
 	  '-h', $node->host, '-p', $node->port, 'flood' ],
 	'>', \$out, '2>', \$err);
 # The two probes run side by side, while the flood runs.
