@@ -103,7 +103,7 @@ BEGIN
     RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION snowflake_id_portable.one_state() FROM PUBLIC;
-CREATE TRIGGER one_row AFTER INSERT OR DELETE ON snowflake_id_portable.state
+CREATE TRIGGER one_row AFTER INSERT OR DELETE OR TRUNCATE ON snowflake_id_portable.state
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_portable.one_state();
 
 -- The configuration, one row per configure() call; the row with the highest serial is in force.
@@ -330,6 +330,20 @@ EXCEPTION WHEN no_data_found THEN
         HINT = 'A restore is not complete, or rows of snowflake_id_portable.config were deleted: restore them.';
 END $$;
 
+-- Makes every lock wait of the caller's transaction end within a second (55P03), or within its own
+-- shorter lock_timeout: a jump, configure() and advance() hold the jumps' lock while they wait, and
+-- every call that jumps waits for it. Returns the lock_timeout to restore.
+CREATE FUNCTION snowflake_id_portable.bound_lock_waits() RETURNS text
+LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    previous CONSTANT text := current_setting('lock_timeout');
+BEGIN
+    IF previous::interval NOT BETWEEN '1 us' AND '1 s' THEN
+        PERFORM set_config('lock_timeout', '1s', true);
+    END IF;
+    RETURN previous;
+END $$;
+
 -- Makes gen even and stamps it with the serial of the configuration in force. The caller holds
 -- lock_config(), which returned `in_force`.
 CREATE FUNCTION snowflake_id_portable.settle_gen(in_force bigint) RETURNS void
@@ -370,13 +384,14 @@ END $$;
 -- lock_config(), in a subtransaction that is rolled back to release the lock at once (a sequence's
 -- setval is not rolled back). Returns the word the caller's id is made of: the generator's raw value less
 -- `offset`. 40001 if the caller was made for another configuration than the one in force (its
--- next statement has the new one). No lock wait of a jump lasts more than a second (55P03): the
--- row lock waits only for other jumps and a configure() or advance() in progress, but a sequence's
--- lock waits behind DDL queued on it (ALTER SEQUENCE by its owner), as any nextval() does.
+-- next statement has the new one). No lock wait of a jump lasts more than a second, or the caller's
+-- shorter lock_timeout (55P03): the row lock waits only for other jumps and a configure() or
+-- advance() in progress, but a sequence's lock waits behind DDL queued on it (ALTER SEQUENCE by its
+-- owner), as any nextval() does.
 CREATE FUNCTION snowflake_id_portable.jump(generator regclass, "offset" bigint, per_tick bigint, epoch_ms bigint, tick_ms bigint,
                                            serial bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp SET lock_timeout = '1s' AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
     in_force bigint;
     word bigint;
@@ -384,6 +399,7 @@ DECLARE
     after bigint;
 BEGIN
     BEGIN
+        PERFORM snowflake_id_portable.bound_lock_waits();    -- the rollback below undoes it
         in_force := snowflake_id_portable.lock_config();
         PERFORM snowflake_id_portable.not_configuring();
         PERFORM snowflake_id_portable.settle_gen(in_force);
@@ -816,6 +832,7 @@ CREATE FUNCTION snowflake_id_portable.configure(layout text, epoch timestamptz, 
 RETURNS snowflake_id_portable.config
 LANGUAGE plpgsql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
+    previous_lock_timeout text;
     in_force bigint;
     cur snowflake_id_portable.config;
     s bigint[];
@@ -830,6 +847,10 @@ BEGIN
         RAISE EXCEPTION 'snowflake_portable_configure() runs only in a READ COMMITTED transaction' USING ERRCODE = '0A000',
             HINT = 'Run it on its own, in autocommit.';
     END IF;
+    previous_lock_timeout := snowflake_id_portable.bound_lock_waits();
+    -- The configuration table and its index are locked before the jumps' lock, so that planning a
+    -- read of them under it never waits (behind a REINDEX queued behind another role's lock).
+    PERFORM 1 FROM snowflake_id_portable.config LIMIT 1;
     -- Two statements: the second's snapshot, taken after the lock, sees the configuration a
     -- configure() that committed while this one waited made.
     in_force := snowflake_id_portable.lock_config();
@@ -863,6 +884,7 @@ BEGIN
             coalesce(pg_sequence_last_value('snowflake_id_portable.owned_words'), -1) + 1 - base * (greatest(cardinality(owned), 1) << w[3]));
     PERFORM set_config('snowflake_id_portable.configured', pg_current_xact_id()::text, false);
     SELECT * INTO cur FROM snowflake_id_portable.config c ORDER BY c.serial DESC LIMIT 1;
+    PERFORM set_config('lock_timeout', previous_lock_timeout, true);
     RETURN cur;
 END $$;
 
@@ -896,6 +918,7 @@ COMMENT ON FUNCTION snowflake_portable_high_water() IS 'A time after every id th
 CREATE FUNCTION snowflake_portable_advance(ts timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
+    previous_lock_timeout text;
     in_force bigint;
     s bigint[];
     tick bigint;
@@ -905,6 +928,8 @@ BEGIN
         RAISE EXCEPTION 'cannot advance the generators to %', ts USING ERRCODE = '22023',
             DETAIL = 'It is more than an hour ahead of the clock; the move would be permanent.';
     END IF;
+    previous_lock_timeout := snowflake_id_portable.bound_lock_waits();
+    PERFORM 1 FROM snowflake_id_portable.config LIMIT 1;    -- as configure() does, before the lock
     in_force := snowflake_id_portable.lock_config();
     PERFORM snowflake_id_portable.not_configuring();
     PERFORM snowflake_id_portable.settle_gen(in_force);
@@ -914,6 +939,7 @@ BEGIN
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) * (1::bigint << s[6]::int) + s[8]);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int) + s[9]);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.uuid_words', (ms + 1) << 12);
+    PERFORM set_config('lock_timeout', previous_lock_timeout, true);
     RETURN snowflake_id_portable.high_water(s);
 END $$;
 REVOKE ALL ON FUNCTION snowflake_portable_advance(timestamptz) FROM PUBLIC;

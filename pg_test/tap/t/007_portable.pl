@@ -18,6 +18,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 use SnowflakeNode;
 
 my $script = "$ENV{TESTDIR}/portable/snowflake_id_portable.sql";
@@ -175,18 +176,32 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	}
 	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
 	  or die 'no REINDEX queued';
+	# Meanwhile the app's configure() waits too, for the configuration's index, and must not hold
+	# the jumps' lock while it waits.
+	my $cfg = $node->background_psql('onedb', extra_params => [ '-U', 'app' ], on_error_stop => 0);
+	$cfg->query_until(qr/started/, "\\echo started\nSELECT snowflake_portable_configure(shards => '7');\n");
+	# (It gives up after a second: if it did before this saw it wait, the check below proves less.)
+	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE 'SELECT snowflake_portable_configure%'
+	                                     AND (wait_event_type = 'Lock' OR state <> 'active')})
+	  or die 'configure() neither waited nor ended';
 	($rc, $out, $err) = $node->psql('onedb', q{SET lock_timeout = '3s'; SELECT pg_sleep(0.02); SELECT snowflake_next() > 0, uuidv7_next() IS NOT NULL;},
 		extra_params => [ '-U', 'app' ]);
-	is("$out$err", "\nt|t", "PG $major: with REINDEXes queued behind that role's locks on the indexes, a new session's calls jump");
+	is("$out$err", "\nt|t", "PG $major: with REINDEXes queued behind that role's locks on the indexes, and a configure() waiting, a new session's calls jump");
 	$mallory->query('ROLLBACK');
 	$mallory->quit;
 	$_->query_until(qr/reindexed/, ''), $_->quit for @reindexes;
+	$cfg->quit;
 	# The jumps still exclude each other, and configure(): while the app's own configure() is open,
 	# a call that jumps waits for it (here until lock_timeout).
 	my $configuring = $node->background_psql('onedb', extra_params => [ '-U', 'app' ]);
 	$configuring->query_safe(q{BEGIN; SELECT snowflake_portable_configure(shards => '7')});
 	($rc, $out, $err) = $node->psql('onedb', q{SET lock_timeout = '1s'; SELECT snowflake_next()}, extra_params => [ '-U', 'app' ]);
 	like($err, qr/canceling statement due to lock timeout/, "PG $major: a call waits for an open configure() (the jumps' row lock)");
+	# A caller's own shorter lock_timeout holds in the jump (which bounds its waits to a second).
+	my $t1 = Time::HiRes::time();
+	($rc, $out, $err) = $node->psql('onedb', q{SET lock_timeout = '100ms'; SELECT snowflake_next()}, extra_params => [ '-U', 'app' ]);
+	my $waited = Time::HiRes::time() - $t1;
+	ok($err =~ /lock timeout/ && $waited < 0.8, sprintf("PG $major: a caller's lock_timeout of 100 ms holds in the jump (%.2f s)", $waited));
 	$configuring->query_safe('COMMIT');
 	$configuring->quit;
 
