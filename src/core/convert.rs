@@ -366,10 +366,7 @@ pub fn convert(
                 if !c.may_create {
                     return Err(ConvertError::CannotCreate { sequence: s.name.clone() });
                 }
-                // At least 1, the default MINVALUE: above stored ids that are all negative too.
-                let step = s.increment.max(1);
-                let next = s.last_value.map_or(s.start, |last| last.saturating_add(step));
-                let start = next.max(max_id.map_or(1, |m| m.saturating_add(step))).max(1);
+                let (step, start) = (s.increment.max(1), continuation_start(s, max_id));
                 plan.push(format!(
                     "CREATE SEQUENCE {} AS bigint INCREMENT BY {step} CACHE {} START WITH {start}",
                     s.name,
@@ -448,18 +445,54 @@ pub struct Outcome {
     pub source: Source,
     /// Whether the sequence the column used before (its identity's or its default's) still exists.
     pub sequence_left: bool,
-    /// The grants of each sequence `OWNED BY` the column now that was not before.
-    pub new_owned: Vec<Vec<Grant>>,
+    /// Each sequence `OWNED BY` the column now that was not before.
+    pub new_owned: Vec<Owned>,
 }
 
-/// Whether the plan of [`convert`] for `before` (with `drop_sequence`) did what it says: the
-/// column's default is the generator, the sequence it dropped is gone, and a kept identity's
-/// continuation is a new sequence `OWNED BY` the column that has the identity's grants (it may
-/// have more: the creating role's default privileges).
+/// A sequence newly `OWNED BY` the column: its grants, and what it gives next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owned {
+    pub grants: Vec<Grant>,
+    pub start: i64,
+    pub increment: i64,
+    pub last_value: Option<i64>,
+}
+
+impl Owned {
+    /// Whether it continues the identity `s` over stored ids up to `max_id`: its grants, and
+    /// nothing below where the continuation starts.
+    fn continues(&self, s: &Sequence, max_id: Option<i64>) -> bool {
+        let start = continuation_start(s, max_id);
+        s.grants.iter().all(|p| self.grants.contains(p))
+            && self.increment >= 1
+            && self.start >= start
+            && self.last_value.is_none_or(|v| v >= start)
+    }
+}
+
+/// Where a kept identity's continuation starts: above both its last value and every stored id
+/// (`max_id`), and at least 1, the default MINVALUE (above stored ids that are all negative too).
+pub fn continuation_start(s: &Sequence, max_id: Option<i64>) -> i64 {
+    let step = s.increment.max(1);
+    let next = s.last_value.map_or(s.start, |last| last.saturating_add(step));
+    next.max(max_id.map_or(1, |m| m.saturating_add(step))).max(1)
+}
+
+/// Whether the plan of [`convert`] for `before` (with `drop_sequence`, over stored ids up to
+/// `max_id`) did what it says: the column's default is the generator, the sequence it dropped is
+/// gone, and a kept identity's continuation is a new sequence `OWNED BY` the column that has the
+/// identity's grants (it may have more: the creating role's default privileges) and gives nothing
+/// below its start (a sequence put in its place, adopted by a statement that acted on another
+/// name, could).
 ///
 /// # Errors
 /// [`ConvertError::NotApplied`] with the first effect that is missing.
-pub fn check_converted(before: &Column, drop_sequence: bool, after: &Outcome) -> Result<(), ConvertError> {
+pub fn check_converted(
+    before: &Column,
+    drop_sequence: bool,
+    max_id: Option<i64>,
+    after: &Outcome,
+) -> Result<(), ConvertError> {
     let missing = if after.source != Source::Converted {
         Some(Missing::Default)
     } else {
@@ -468,7 +501,7 @@ pub fn check_converted(before: &Column, drop_sequence: bool, after: &Outcome) ->
                 Some(Missing::SequenceLeft { sequence: s.name.clone() })
             }
             Source::Identity { sequence: s, .. }
-                if !drop_sequence && !after.new_owned.iter().any(|g| s.grants.iter().all(|p| g.contains(p))) =>
+                if !drop_sequence && !after.new_owned.iter().any(|n| n.continues(s, max_id)) =>
             {
                 Some(Missing::Continuation { sequence: s.name.clone() })
             }
@@ -746,42 +779,56 @@ mod tests {
         let seq = "public.orders_id_seq".to_owned();
         // A serial column: the default, and the sequence gone only if it was dropped.
         let serial = col(Source::Sequence { sequence: seq.clone(), owned: true, used_elsewhere: false });
-        assert!(check_converted(&serial, false, &done(true, vec![])).is_ok());
-        assert!(check_converted(&serial, true, &done(false, vec![])).is_ok());
+        assert!(check_converted(&serial, false, None, &done(true, vec![])).is_ok());
+        assert!(check_converted(&serial, true, None, &done(false, vec![])).is_ok());
         assert_eq!(
-            check_converted(&serial, true, &done(true, vec![])),
+            check_converted(&serial, true, None, &done(true, vec![])),
             missing(Missing::SequenceLeft { sequence: seq.clone() })
         );
         // SET DEFAULT that hit another table: the column still has its old source.
         let not_done = Outcome { source: serial.source.clone(), sequence_left: true, new_owned: vec![] };
-        assert_eq!(check_converted(&serial, false, &not_done), missing(Missing::Default));
-        assert_eq!(check_converted(&col(Source::Nothing), false, &not_done), missing(Missing::Default));
-        assert!(check_converted(&col(Source::Nothing), false, &done(false, vec![])).is_ok());
-        // An identity: always dropped; kept, a new owned sequence with at least its grants.
+        assert_eq!(check_converted(&serial, false, None, &not_done), missing(Missing::Default));
+        assert_eq!(check_converted(&col(Source::Nothing), false, None, &not_done), missing(Missing::Default));
+        assert!(check_converted(&col(Source::Nothing), false, None, &done(false, vec![])).is_ok());
+        // An identity: always dropped; kept, a new owned sequence with at least its grants, that
+        // gives nothing below the continuation's start (above its last value 41 and the stored 57).
         let ident = col(identity(Some(41), 1));
-        let grants = match &ident.source {
-            Source::Identity { sequence, .. } => sequence.grants.clone(),
-            _ => unreachable!(),
-        };
-        assert!(check_converted(&ident, true, &done(false, vec![])).is_ok());
+        let Source::Identity { sequence, .. } = &ident.source else { unreachable!() };
+        let (grants, start) = (sequence.grants.clone(), continuation_start(sequence, Some(57)));
+        assert_eq!(start, 58);
+        let owned = |grants: Vec<Grant>, start, last_value| Owned { grants, start, increment: 1, last_value };
+        let ok = owned(grants.clone(), 58, None);
+        assert!(check_converted(&ident, true, Some(57), &done(false, vec![])).is_ok());
         assert_eq!(
-            check_converted(&ident, true, &done(true, vec![])),
+            check_converted(&ident, true, Some(57), &done(true, vec![])),
             missing(Missing::SequenceLeft { sequence: seq.clone() })
         );
-        assert!(check_converted(&ident, false, &done(false, vec![grants.clone()])).is_ok());
+        assert!(check_converted(&ident, false, Some(57), &done(false, vec![ok.clone()])).is_ok());
         let mut more = grants.clone();
         more.push(Grant { privilege: "UPDATE".into(), grantee: "defaults".into(), grant_option: false });
-        assert!(check_converted(&ident, false, &done(false, vec![vec![], more])).is_ok(), "default privileges too");
-        assert_eq!(
-            check_converted(&ident, false, &done(false, vec![])),
-            missing(Missing::Continuation { sequence: seq.clone() }),
-            "the continuation went elsewhere"
+        assert!(
+            check_converted(
+                &ident,
+                false,
+                Some(57),
+                &done(false, vec![owned(vec![], 58, None), owned(more, 58, None)])
+            )
+            .is_ok(),
+            "default privileges too"
         );
-        assert_eq!(
-            check_converted(&ident, false, &done(false, vec![grants[..1].to_vec()])),
-            missing(Missing::Continuation { sequence: seq }),
-            "a grant went elsewhere"
-        );
+        for (what, new_owned) in [
+            ("the continuation went elsewhere", vec![]),
+            ("a grant went elsewhere", vec![owned(grants[..1].to_vec(), 58, None)]),
+            ("a sequence put in its place starts below", vec![owned(grants.clone(), 1, None)]),
+            ("a sequence put in its place was called below", vec![owned(grants.clone(), 58, Some(3))]),
+            ("a sequence put in its place counts down", vec![Owned { increment: -1, ..ok.clone() }]),
+        ] {
+            assert_eq!(
+                check_converted(&ident, false, Some(57), &done(false, new_owned)),
+                missing(Missing::Continuation { sequence: seq.clone() }),
+                "{what}"
+            );
+        }
         // The inverse.
         let back = |source| Outcome { source, sequence_left: false, new_owned: vec![] };
         let by_default = match identity(None, 1) {

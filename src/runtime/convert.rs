@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::convert::{self, Column, Descendant, Grant, Outcome, Sequence, Source};
+use crate::core::convert::{self, Column, Descendant, Grant, Outcome, Owned, Sequence, Source};
 use crate::runtime::{clock, errors, snowflake};
 
 /// Switches `tbl`.`col` to `DEFAULT snowflake_next()` (`snowflake_convert`), keeping the ids it
@@ -81,7 +81,7 @@ pub fn convert_column(
     }
     run(&plan)?;
     let after = outcome(tbl, col, &f)?;
-    convert::check_converted(c, drop_sequence, &after).map_err(|e| errors::convert_refused(&e, c))?;
+    convert::check_converted(c, drop_sequence, max_id, &after).map_err(|e| errors::convert_refused(&e, c))?;
     Ok(plan)
 }
 
@@ -699,8 +699,22 @@ fn outcome(tbl: pg_sys::Oid, col: &str, before: &Facts) -> Result<Outcome, Error
             .owned
             .iter()
             .filter(|seq| !before.owned.contains(seq))
-            .map(|&seq| grants(client, seq))
-            .collect::<Result<_, _>>()?;
+            .map(|&seq| {
+                let t = client.select(
+                    "SELECT s.seqstart, s.seqincrement, pg_sequence_last_value(s.seqrelid)
+                     FROM pg_sequence s WHERE s.seqrelid = $1",
+                    Some(1),
+                    &[seq.into()],
+                )?;
+                let r = t.first();
+                Ok(Owned {
+                    grants: grants(client, seq)?,
+                    start: r.get::<i64>(1)?.unwrap_or(i64::MIN),
+                    increment: r.get::<i64>(2)?.unwrap_or(0),
+                    last_value: r.get::<i64>(3)?,
+                })
+            })
+            .collect::<Result<_, pgrx::spi::SpiError>>()?;
         Ok(Outcome { source: after.column.source, sequence_left, new_owned })
     })
     .map_err(errors::catalog_query)
