@@ -21,7 +21,7 @@ mod runtime;
 
 use pgrx::prelude::*;
 
-pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.3.0");
+pgrx::pg_module_magic!(name = c"snowflake_id", version = c"0.4.0");
 
 // The install script's hand-written part (functions declared in SQL, the record of the id space,
 // the statistics view, comments and grants), after every definition pgrx derives from the code.
