@@ -104,7 +104,7 @@ build_pg_tle() {
 }
 
 # The pg_regress tests of pg_test/sql, in the order they run.
-REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security portable"
+REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security portable partitioning"
 
 # pg_regress_suite MAJOR BINDIR PGXS_REGRESS HOST PORT OUTDIR TEST...: runs pg_test/sql/TEST.sql
 # through pg_regress against a running server, with pg_test/expected/pgMAJOR/ overriding

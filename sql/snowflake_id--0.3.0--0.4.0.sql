@@ -1,2 +1,57 @@
 -- snowflake_id 0.3.0 -> 0.4.0
 \echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.4.0'" to load this file. \quit
+
+-- The readers again, with the layout and epoch as arguments instead of the server's settings:
+-- IMMUTABLE, so that generated columns, expression indexes, CHECK constraints and partitioning tools
+-- can use them. The layout is read as bytes (src/api/snowflake.rs), which pgrx would declare bytea.
+CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_timestamp_in_wrapper';
+COMMENT ON FUNCTION snowflake_timestamp(bigint, text, timestamptz) IS 'The start of the tick a snowflake id was minted in, under the layout and epoch given';
+CREATE FUNCTION snowflake_shard(id bigint, layout text) RETURNS int
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_shard_in_wrapper';
+COMMENT ON FUNCTION snowflake_shard(bigint, text) IS 'The shard a snowflake id was minted for, under the layout given';
+CREATE FUNCTION snowflake_seq(id bigint, layout text) RETURNS int
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_seq_in_wrapper';
+COMMENT ON FUNCTION snowflake_seq(bigint, text) IS 'A snowflake id''s position in its shard''s tick, under the layout given';
+CREATE FUNCTION snowflake_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT shard int, OUT seq int)
+RETURNS record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT @extschema@.snowflake_timestamp(id, layout, epoch), @extschema@.snowflake_shard(id, layout), @extschema@.snowflake_seq(id, layout) $$;
+COMMENT ON FUNCTION snowflake_decode(bigint, text, timestamptz) IS 'The creation time (start of its tick), shard and sequence of a snowflake id, under the layout and epoch given';
+CREATE FUNCTION snowflake_min_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_min_id_in_wrapper';
+COMMENT ON FUNCTION snowflake_min_id(timestamptz, text, timestamptz) IS 'The smallest id any shard can mint in the tick holding ts, under the layout and epoch given';
+CREATE FUNCTION snowflake_max_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_max_id_in_wrapper';
+COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The largest id any shard can mint in the tick holding ts, under the layout and epoch given';
+
+-- For tables partitioned by id into spans of time: how many ids a span holds (pg_partman's integer
+-- interval), and the bounds of the partitions that cover a time range, step by step in UTC (calendar
+-- months included). A partition's bounds are FROM (lower_id) TO (upper_id), upper_id being the next
+-- one's lower_id.
+CREATE FUNCTION snowflake_id_interval(span interval, layout text) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_id_interval_wrapper';
+COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a span of time holds across every shard of a layout: a partition''s width';
+CREATE FUNCTION snowflake_partitions(first timestamptz, last timestamptz, step interval, layout text, epoch timestamptz,
+                                     OUT starts timestamptz, OUT ends timestamptz, OUT lower_id bigint, OUT upper_id bigint)
+RETURNS SETOF record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT s, e, @extschema@.snowflake_min_id(s, layout, epoch), @extschema@.snowflake_min_id(e, layout, epoch)
+    FROM pg_catalog.generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
+         LATERAL (SELECT g AT TIME ZONE 'UTC' AS s, (g + step) AT TIME ZONE 'UTC' AS e) b
+$$;
+COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, text, timestamptz) IS 'The id bounds of partitions of one step each, in UTC, from first until one holds last';
+
+-- A backfill's ids: the id of a tick, shard and position, for rows of past times on a shard no
+-- server mints for (docs/partitioning.md).
+CREATE FUNCTION snowflake_compose(ts timestamptz, shard int, seq int, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
+COMMENT ON FUNCTION snowflake_compose(timestamptz, int, int, text, timestamptz) IS 'The snowflake id of a time, shard and position under the layout and epoch given';

@@ -83,6 +83,37 @@ FROM (VALUES ('snowflake_next(NULL)'), ('snowflake_next(-1)'), ('snowflake_next(
              ('snowflake_from_text(''00000000000ſ'')'), ('snowflake_from_text(''0000000000０'')'),
              ('ulid_to_uuid(''000000000000000000000000ſ'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
+-- The readers that take the layout and epoch as arguments, and the partition helpers: the same
+-- results in both editions, for every preset, a custom layout and two epochs.
+WITH l AS (SELECT * FROM unnest(ARRAY['default', 'twitter', 'sonyflake', 'javascript', '39/16/8@10ms']) l,
+                         unnest(ARRAY[timestamptz '2025-01-01+00', '2014-09-01+00']) e),
+     v AS (SELECT l, e, (random() * ((2::numeric ^ (w.time_bits + w.shard_bits + w.seq_bits)) - 1))::bigint AS id,
+                  e + random() * interval '30 years' AS t
+           FROM l, snowflake_layout(l.l) w, generate_series(1, 300))
+SELECT count(*) FILTER (WHERE snowflake_decode(id, l, e) IS DISTINCT FROM portable.snowflake_decode(id, l, e)
+                           OR snowflake_timestamp(id, l, e) <> portable.snowflake_timestamp(id, l, e)
+                           OR snowflake_shard(id, l) <> portable.snowflake_shard(id, l)
+                           OR snowflake_seq(id, l) <> portable.snowflake_seq(id, l)
+                           OR snowflake_min_id(t, l, e) <> portable.snowflake_min_id(t, l, e)
+                           OR snowflake_max_id(t, l, e) <> portable.snowflake_max_id(t, l, e)
+                           OR snowflake_compose(t, 3, 2, l, e) <> portable.snowflake_compose(t, 3, 2, l, e)) AS differ,
+       count(*) AS compared
+FROM v;
+SELECT (SELECT array_agg(x) FROM snowflake_partitions('2026-01-30', '2026-04-01', '1 month', 'default', '2025-01-01') x)
+     = (SELECT array_agg(x) FROM portable.snowflake_partitions('2026-01-30', '2026-04-01', '1 month', 'default', '2025-01-01') x)
+       AS partitions_agree,
+       (SELECT array_agg(snowflake_id_interval(i, l) = portable.snowflake_id_interval(i, l))
+        FROM unnest(ARRAY['1 day', '1 hour', '10 ms']::interval[]) i, unnest(ARRAY['default', 'sonyflake', 'javascript']) l) AS intervals_agree;
+SELECT left(native, 5) = left(port, 5) AS same_sqlstate, stmt, native, port
+FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_shard(1, repeat(''9'', 100))'),
+             ('snowflake_seq(1, ''41/17/5'')'), ('snowflake_timestamp(1, ''default'', ''1969-12-31'')'),
+             ('snowflake_timestamp(-1, ''default'', ''2025-01-01'')'), ('snowflake_shard(1::bigint << 53, ''javascript'')'),
+             ('snowflake_min_id(''2024-12-31'', ''default'', ''2025-01-01'')'),
+             ('snowflake_id_interval(''1 month'', ''default'')'), ('snowflake_id_interval(''5 ms'', ''sonyflake'')'),
+             ('snowflake_id_interval(''0'', ''default'')'), ('snowflake_id_interval(''70 years'', ''default'')'),
+             ('snowflake_compose(''2026-01-01'', 64, 0, ''javascript'', ''2025-01-01'')'),
+             ('snowflake_compose(''2026-01-01'', 0, 64, ''javascript'', ''2025-01-01'')')) s(stmt),
+     LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
 -- What PUBLIC may do: mint and read, never configure or reach the counters.
 CREATE ROLE sfid_portable_plain;
 SET ROLE sfid_portable_plain;

@@ -144,6 +144,7 @@ BEGIN
         WHEN 'default' THEN RETURN '{41,13,9,1}';
         WHEN 'twitter' THEN RETURN '{41,10,12,1}';
         WHEN 'sonyflake' THEN RETURN '{39,16,8,10}';
+        WHEN 'javascript' THEN RETURN '{41,6,6,1}';
         ELSE NULL;
     END CASE;
     m := regexp_match(spec, '^\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*(?:@\s*([0-9]{1,9})\s*(?:ms)?\s*)?$');
@@ -560,11 +561,34 @@ COMMENT ON FUNCTION uuidv7_next() IS 'An RFC 9562 UUIDv7, monotonic across every
 ------------------------------------------------------------------------------------------------
 -- Reading ids back. STABLE: they follow the configuration, which may change between statements.
 
+-- The epoch of a layout given as an argument, in Unix ms: 22023 unless finite and at or after 1970.
+CREATE FUNCTION snowflake_id_portable.epoch_ms_of(e timestamptz) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+BEGIN
+    IF NOT isfinite(e) OR e < 'epoch' THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
+    END IF;
+    RETURN floor(extract(epoch FROM e) * 1000)::bigint;
+END $$;
+
+-- The settings() array of widths `w` (from widths()) under an epoch in Unix ms, with no serial,
+-- owned shards or offsets: the layout a reader's arguments name. 22023 for a layout that ends past
+-- 64 bits of milliseconds.
+CREATE FUNCTION snowflake_id_portable.layout_of(w int[], epoch_ms bigint) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+BEGIN
+    IF epoch_ms + 2::numeric ^ w[1] * w[4] - 1 > 9223372036854775807 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'the layout ends beyond what 64 bits of milliseconds can hold';
+    END IF;
+    RETURN ARRAY[0, epoch_ms, w[4], w[1], w[2], w[3], 0, 0, 0];
+END $$;
+
 -- The fields of an id: {ticks, shard, seq}; 22003 for an id the layout cannot hold.
-CREATE FUNCTION snowflake_id_portable.parts(id bigint) RETURNS bigint[]
-LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+CREATE FUNCTION snowflake_id_portable.parts(id bigint, s bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
-    s CONSTANT bigint[] := snowflake_id_portable.settings();
     bits int := (s[4] + s[5] + s[6])::int;
 BEGIN
     IF id < 0 OR (bits < 63 AND id >= 1::bigint << bits) THEN
@@ -579,22 +603,22 @@ END $$;
 CREATE FUNCTION snowflake_timestamp(id bigint) RETURNS timestamptz
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
     SELECT snowflake_id_portable.ts_of_ms((snowflake_id_portable.settings())[2]
-        + (snowflake_id_portable.parts(id))[1] * (snowflake_id_portable.settings())[3])
+        + (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[1] * (snowflake_id_portable.settings())[3])
 $$;
 COMMENT ON FUNCTION snowflake_timestamp(bigint) IS 'The start of the tick a snowflake id was minted in';
 
 CREATE FUNCTION snowflake_shard(id bigint) RETURNS int
-LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id))[2]::int $$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[2]::int $$;
 COMMENT ON FUNCTION snowflake_shard(bigint) IS 'The shard a snowflake id was minted for';
 
 CREATE FUNCTION snowflake_seq(id bigint) RETURNS int
-LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id))[3]::int $$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[3]::int $$;
 COMMENT ON FUNCTION snowflake_seq(bigint) IS 'A snowflake id''s position in its shard''s tick';
 
 CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
     SELECT snowflake_id_portable.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
-    FROM snowflake_id_portable.parts(id) p, snowflake_id_portable.settings() s
+    FROM snowflake_id_portable.parts(id, snowflake_id_portable.settings()) p, snowflake_id_portable.settings() s
 $$;
 COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
 
@@ -630,6 +654,108 @@ LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snow
 $$;
 COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard can mint in the tick holding ts';
 
+-- The readers again, with the layout and epoch as arguments instead of the configuration: IMMUTABLE,
+-- so that generated columns, expression indexes, CHECK constraints and partitioning tools can use
+-- them. The same results and SQLSTATEs as the native edition's.
+CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.ts_of_ms(s[2] + (snowflake_id_portable.parts(id, s))[1] * s[3])
+    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+$$;
+COMMENT ON FUNCTION snowflake_timestamp(bigint, text, timestamptz) IS 'The start of the tick a snowflake id was minted in, under the layout and epoch given';
+
+CREATE FUNCTION snowflake_shard(id bigint, layout text) RETURNS int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), 0)))[2]::int
+$$;
+COMMENT ON FUNCTION snowflake_shard(bigint, text) IS 'The shard a snowflake id was minted for, under the layout given';
+
+CREATE FUNCTION snowflake_seq(id bigint, layout text) RETURNS int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), 0)))[3]::int
+$$;
+COMMENT ON FUNCTION snowflake_seq(bigint, text) IS 'A snowflake id''s position in its shard''s tick, under the layout given';
+
+CREATE FUNCTION snowflake_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
+    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s,
+         snowflake_id_portable.parts(id, s) p
+$$;
+COMMENT ON FUNCTION snowflake_decode(bigint, text, timestamptz) IS 'The creation time (start of its tick), shard and sequence of a snowflake id, under the layout and epoch given';
+
+CREATE FUNCTION snowflake_min_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT snowflake_id_portable.tick_at(ts, s) << (s[5] + s[6])::int
+    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+$$;
+COMMENT ON FUNCTION snowflake_min_id(timestamptz, text, timestamptz) IS 'The smallest id any shard can mint in the tick holding ts, under the layout and epoch given';
+
+CREATE FUNCTION snowflake_max_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT (snowflake_id_portable.tick_at(ts, s) << (s[5] + s[6])::int) | ((1::bigint << (s[5] + s[6])::int) - 1)
+    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+$$;
+COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The largest id any shard can mint in the tick holding ts, under the layout and epoch given';
+
+-- How many ids a span of time holds across every shard of a layout: a partition's width when a
+-- table is partitioned by id (pg_partman's integer interval). 22023 for months or years, and for a
+-- span that is not 1 to 2^time_bits - 1 whole ticks.
+CREATE FUNCTION snowflake_id_interval(span interval, layout text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    w CONSTANT int[] := snowflake_id_portable.widths(layout);
+    us numeric;
+BEGIN
+    IF extract(month FROM span) <> 0 OR extract(year FROM span) <> 0 THEN
+        RAISE EXCEPTION 'a span of months or years holds no fixed number of snowflake ids' USING ERRCODE = '22023',
+            HINT = 'Give the span in days or smaller units; for calendar months, use snowflake_partitions().';
+    END IF;
+    us := extract(epoch FROM span) * 1000000;
+    IF us <= 0 OR us % (1000 * w[4]) <> 0 OR us / (1000 * w[4]) > 2::numeric ^ w[1] - 1 THEN
+        RAISE EXCEPTION 'a span of % ms does not fit the snowflake layout', trim_scale(us / 1000)
+            USING ERRCODE = '22023',
+            DETAIL = format('Under snowflake layout %s/%s/%s%s, a span is 1 to %s ticks of %s ms, with no months or years.', w[1], w[2], w[3],
+                CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END, (2::numeric ^ w[1] - 1)::bigint, w[4]);
+    END IF;
+    RETURN ((us / (1000 * w[4]))::bigint) << (w[2] + w[3]);
+END $$;
+COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a span of time holds across every shard of a layout: a partition''s width';
+
+-- The id bounds of the partitions that cover a time range, one step each in UTC (calendar months
+-- included), from `first` until one holds `last`: FROM (lower_id) TO (upper_id).
+CREATE FUNCTION snowflake_partitions(first timestamptz, last timestamptz, step interval, layout text, epoch timestamptz,
+                                     OUT starts timestamptz, OUT ends timestamptz, OUT lower_id bigint, OUT upper_id bigint)
+RETURNS SETOF record
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+    SELECT b.s, b.e, snowflake_id_portable.tick_at(b.s, l) << (l[5] + l[6])::int, snowflake_id_portable.tick_at(b.e, l) << (l[5] + l[6])::int
+    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) l,
+         pg_catalog.generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
+         LATERAL (SELECT g AT TIME ZONE 'UTC' AS s, (g + step) AT TIME ZONE 'UTC' AS e) b
+$$;
+COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, text, timestamptz) IS 'The id bounds of partitions of one step each, in UTC, from first until one holds last';
+
+-- The id of a time, shard and position under a layout and epoch: for backfilling rows of past times
+-- on a shard no database mints for (docs/partitioning.md).
+CREATE FUNCTION snowflake_compose(ts timestamptz, shard int, seq int, layout text, epoch timestamptz) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch));
+    tick CONSTANT bigint := snowflake_id_portable.tick_at(ts, s);
+    kind CONSTANT text := format('%s/%s/%s%s', s[4], s[5], s[6], CASE WHEN s[3] = 1 THEN '' ELSE '@' || s[3] || 'ms' END);
+BEGIN
+    IF shard < 0 OR shard >= 1::bigint << s[5]::int THEN
+        RAISE EXCEPTION 'shard % is out of range', shard USING ERRCODE = '22003',
+            DETAIL = format('Valid shards are 0 to %s under snowflake layout %s.', (1::bigint << s[5]::int) - 1, kind);
+    END IF;
+    IF seq < 0 OR seq >= 1::bigint << s[6]::int THEN
+        RAISE EXCEPTION 'sequence % is out of range', seq USING ERRCODE = '22003',
+            DETAIL = format('Valid sequences are 0 to %s under snowflake layout %s.', (1::bigint << s[6]::int) - 1, kind);
+    END IF;
+    RETURN (tick << (s[5] + s[6])::int) | (shard::bigint << s[6]::int) | seq;
+END $$;
+COMMENT ON FUNCTION snowflake_compose(timestamptz, int, int, text, timestamptz) IS 'The snowflake id of a time, shard and position under the layout and epoch given';
+
 -- The figures of a layout: the configured one, or any a DBA is weighing.
 -- (The figures are computed by snowflake_id_portable.figures: PL/pgSQL cannot name an argument
 -- and a result column alike, as this signature, the native edition's, does.)
@@ -641,17 +767,9 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = snowflake_id_portable, p
 DECLARE
     s CONSTANT bigint[] := snowflake_id_portable.settings();
     w int[] := CASE WHEN l IS NULL THEN ARRAY[s[4], s[5], s[6], s[3]]::int[] ELSE snowflake_id_portable.widths(l) END;
-    epoch_ms numeric := CASE WHEN e IS NULL THEN s[2] ELSE floor(extract(epoch FROM e) * 1000) END;
-    end_ms numeric := epoch_ms + 2::numeric ^ w[1] * w[4] - 1;
+    epoch_ms bigint := CASE WHEN e IS NULL THEN s[2] ELSE snowflake_id_portable.epoch_ms_of(e) END;
+    end_ms numeric := (snowflake_id_portable.layout_of(w, epoch_ms))[2] + 2::numeric ^ w[1] * w[4] - 1;
 BEGIN
-    IF e IS NOT NULL AND (NOT isfinite(e) OR epoch_ms < 0) THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
-    END IF;
-    IF end_ms > 9223372036854775807 THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'the layout ends beyond what 64 bits of milliseconds can hold';
-    END IF;
     layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
     epoch := snowflake_id_portable.ts_of_ms(epoch_ms);
     time_bits := w[1];

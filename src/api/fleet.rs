@@ -15,7 +15,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::fleet::Limits;
-use crate::runtime::{errors, fleet};
+use crate::runtime::{errors, fleet, timestamp};
 
 /// This server's facts for the fleet check.
 #[pg_extern(volatile, parallel_safe)]
@@ -25,11 +25,7 @@ fn snowflake_fleet_info() -> Result<pgrx::JsonB, ErrorReport> {
 
 /// An interval argument in microseconds: days and smaller units, not negative.
 fn micros(i: Interval, name: &str) -> Result<i64, ErrorReport> {
-    let us = i64::from(i.days()).checked_mul(86_400_000_000).and_then(|d| d.checked_add(i.micros()));
-    match us {
-        Some(us) if i.months() == 0 && us >= 0 => Ok(us),
-        _ => Err(errors::bad_fleet_interval(name)),
-    }
+    timestamp::interval_us(i).filter(|&us| us >= 0).ok_or_else(|| errors::bad_fleet_interval(name))
 }
 
 /// Checks this server and `peers` (libpq connection strings) for overlapping shards, clones,

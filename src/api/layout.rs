@@ -3,7 +3,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::layout::{Layout, LayoutError, Widths, MAX_LAYOUT_LEN};
+use crate::core::layout::Layout;
 use crate::runtime::{errors, guc, space, timestamp};
 
 /// The figures of a layout: the server's (`snowflake_layout()`), or any layout a DBA is weighing
@@ -42,7 +42,7 @@ fn snowflake_layout(
     // A text longer than a layout is refused unread, and a bad one is quoted only in part, so an
     // unprivileged caller cannot make this backend allocate in proportion to it.
     let widths = match layout {
-        Some(bytes) => Widths::parse(layout_text(bytes)?).map_err(|e| errors::bad_layout(&e))?,
+        Some(bytes) => super::layout_arg(bytes)?,
         None => server.widths(),
     };
     let epoch_ms = match epoch {
@@ -70,15 +70,6 @@ fn snowflake_layout(
         last_timestamp,
         l.lifetime_years(),
     )))
-}
-
-/// A layout argument as text: at most [`MAX_LAYOUT_LEN`] bytes of ASCII, which every layout is.
-/// In a database that is not UTF-8, other bytes need not even be UTF-8.
-fn layout_text(bytes: &[u8]) -> Result<&str, ErrorReport> {
-    if bytes.len() > MAX_LAYOUT_LEN {
-        return Err(errors::bad_layout(&LayoutError::TooLong { len: bytes.len(), max: MAX_LAYOUT_LEN }));
-    }
-    std::str::from_utf8(bytes).ok().filter(|t| t.is_ascii()).ok_or_else(|| errors::bad_layout(&LayoutError::NotAscii))
 }
 
 /// The trigger on `snowflake_id_space` (`crate::runtime::space::record_changed`). A statement

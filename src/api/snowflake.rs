@@ -6,11 +6,16 @@
 //! what lets `WHERE id >= snowflake_min_id(now() - interval '1 hour')` become an index scan:
 //! the bound is computed once, at executor start. They are PARALLEL SAFE: workers run with the
 //! leader's settings and the readers touch no state.
+//!
+//! Each reader also has a form that takes the layout (and, where time is involved, the epoch) as
+//! arguments: IMMUTABLE, since its result depends on nothing else, so that a generated column, an
+//! expression index, a CHECK constraint or a partitioning tool can use it. Its layout is read as
+//! bytes, as `snowflake_layout`'s is, and declared `text` in sql/finalize.sql.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::layout::Parts;
+use crate::core::layout::{Layout, Parts, DEFAULT_EPOCH_UNIX_MS};
 use crate::runtime::{errors, guc, snowflake, timestamp};
 
 /// Mints the next id for `shard`: the complete, guarded implementation, with every check and
@@ -125,43 +130,128 @@ pub extern "C" fn pg_finfo_snowflake_next_default_wrapper() -> &'static pg_sys::
     &FINFO_V1
 }
 
-fn parts(id: i64) -> Result<Parts, ErrorReport> {
-    let layout = guc::layout();
-    layout.decompose(id).map_err(|e| errors::id_error(e, layout))
+fn parts(l: &Layout, id: i64) -> Result<Parts, ErrorReport> {
+    l.decompose(id).map_err(|e| errors::id_error(e, l))
+}
+
+/// The layout a reader's arguments name: `layout` as the setting spells it, with `epoch` (22023 for
+/// either that is not one).
+fn named(layout: &[u8], epoch_unix_ms: i64) -> Result<Layout, ErrorReport> {
+    Layout::new(super::layout_arg(layout)?, epoch_unix_ms).map_err(|e| errors::bad_layout(&e))
+}
+
+fn named_at(layout: &[u8], epoch: TimestampWithTimeZone) -> Result<Layout, ErrorReport> {
+    named(layout, timestamp::unix_ms(epoch)?)
+}
+
+fn tick_start(l: &Layout, id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
+    timestamp::from_unix_ms(l.tick_start_unix_ms(parts(l, id)?.ticks))
+}
+
+fn min_id(l: &Layout, ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+    l.min_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, l))
+}
+
+fn max_id(l: &Layout, ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
+    l.max_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, l))
 }
 
 /// The start of the tick an id was minted in.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
-    timestamp::from_unix_ms(guc::layout().tick_start_unix_ms(parts(id)?.ticks))
+    tick_start(guc::layout(), id)
+}
+
+/// `snowflake_timestamp(id, layout, epoch)`: the same, under the layout and epoch given.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_timestamp_in(
+    id: i64,
+    layout: &[u8],
+    epoch: TimestampWithTimeZone,
+) -> Result<TimestampWithTimeZone, ErrorReport> {
+    tick_start(&named_at(layout, epoch)?, id)
 }
 
 /// The shard an id was minted for.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_shard(id: i64) -> Result<i32, ErrorReport> {
     // The layout caps shards at 2^16, so this never truncates.
-    Ok(parts(id)?.shard as i32)
+    Ok(parts(guc::layout(), id)?.shard as i32)
+}
+
+/// `snowflake_shard(id, layout)`: the same, under the layout given (the epoch plays no part).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_shard_in(id: i64, layout: &[u8]) -> Result<i32, ErrorReport> {
+    Ok(parts(&named(layout, DEFAULT_EPOCH_UNIX_MS)?, id)?.shard as i32)
 }
 
 /// The id's position in its shard's tick.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_seq(id: i64) -> Result<i32, ErrorReport> {
     // The layout caps the sequence at 31 bits, so this never truncates.
-    Ok(parts(id)?.seq as i32)
+    Ok(parts(guc::layout(), id)?.seq as i32)
+}
+
+/// `snowflake_seq(id, layout)`: the same, under the layout given.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_seq_in(id: i64, layout: &[u8]) -> Result<i32, ErrorReport> {
+    Ok(parts(&named(layout, DEFAULT_EPOCH_UNIX_MS)?, id)?.seq as i32)
 }
 
 /// The smallest id any shard can mint in the tick holding `ts`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_min_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
-    let layout = guc::layout();
-    layout.min_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
+    min_id(guc::layout(), ts)
+}
+
+/// `snowflake_min_id(ts, layout, epoch)`: the same, under the layout and epoch given.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_min_id_in(
+    ts: TimestampWithTimeZone,
+    layout: &[u8],
+    epoch: TimestampWithTimeZone,
+) -> Result<i64, ErrorReport> {
+    min_id(&named_at(layout, epoch)?, ts)
 }
 
 /// The largest id any shard can mint in the tick holding `ts`.
 #[pg_extern(stable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
-    let layout = guc::layout();
-    layout.max_id_at(timestamp::unix_ms(ts)?).map_err(|e| errors::id_error(e, layout))
+    max_id(guc::layout(), ts)
+}
+
+/// `snowflake_max_id(ts, layout, epoch)`: the same, under the layout and epoch given.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_max_id_in(
+    ts: TimestampWithTimeZone,
+    layout: &[u8],
+    epoch: TimestampWithTimeZone,
+) -> Result<i64, ErrorReport> {
+    max_id(&named_at(layout, epoch)?, ts)
+}
+
+/// How many ids a span of time holds across every shard of a layout: the width of a partition
+/// that holds that span, when a table is partitioned by id (pg_partman's integer interval).
+/// 22023 for a span that is not a whole number of ticks (months have no fixed length).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_id_interval(span: Interval, layout: &[u8]) -> Result<i64, ErrorReport> {
+    let l = named(layout, DEFAULT_EPOCH_UNIX_MS)?;
+    let span_us = timestamp::interval_us(span).ok_or_else(errors::span_not_fixed)?;
+    l.ids_in_span(span_us).map_err(|e| errors::id_error(e, &l))
+}
+
+/// The id of a tick, shard and position under a layout and epoch: for backfilling rows of past
+/// times on a shard that no server mints for (see docs/partitioning.md).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_compose(
+    ts: TimestampWithTimeZone,
+    shard: i32,
+    seq: i32,
+    layout: &[u8],
+    epoch: TimestampWithTimeZone,
+) -> Result<i64, ErrorReport> {
+    let l = named_at(layout, epoch)?;
+    l.id_at(timestamp::unix_ms(ts)?, shard.into(), seq.into()).map_err(|e| errors::id_error(e, &l))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

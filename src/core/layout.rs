@@ -57,10 +57,18 @@ impl Widths {
     pub const TWITTER: Widths = Widths { time_bits: 41, shard_bits: 10, seq_bits: 12, tick_ms: 1 };
     /// Sony's sonyflake: 39 | 16 | 8, 10 ms ticks.
     pub const SONYFLAKE: Widths = Widths { time_bits: 39, shard_bits: 16, seq_bits: 8, tick_ms: 10 };
+    /// 41 | 6 | 6 with 1 ms ticks: 53 bits, so that every id of the layout's whole life is below
+    /// 2^53, the largest integer JavaScript's `Number` (and a JSON parser that reads doubles) holds
+    /// exactly. 64 shards, 64 ids per ms per shard, ~69.7 years.
+    pub const JAVASCRIPT: Widths = Widths { time_bits: 41, shard_bits: 6, seq_bits: 6, tick_ms: 1 };
 
     /// The named presets, in the order the documentation lists them.
-    pub const PRESETS: [(&'static str, Widths); 3] =
-        [("default", Self::DEFAULT), ("twitter", Self::TWITTER), ("sonyflake", Self::SONYFLAKE)];
+    pub const PRESETS: [(&'static str, Widths); 4] = [
+        ("default", Self::DEFAULT),
+        ("twitter", Self::TWITTER),
+        ("sonyflake", Self::SONYFLAKE),
+        ("javascript", Self::JAVASCRIPT),
+    ];
 
     /// Parses a layout setting: a preset name (`default`, `twitter`, `sonyflake`, any case), or
     /// custom widths `TIME/SHARD/SEQ`, optionally followed by a tick length `@Nms`
@@ -322,6 +330,42 @@ impl Layout {
         }
     }
 
+    /// The id of `shard` and position `seq` in the tick holding `unix_ms`: what a backfill mints
+    /// for a row of a past time, on a shard kept for backfills.
+    ///
+    /// # Errors
+    /// As [`Layout::tick_of_unix_ms`]; [`IdError::ShardOutOfRange`] and [`IdError::SeqOutOfRange`]
+    /// for fields outside the layout.
+    pub const fn id_at(&self, unix_ms: i64, shard: i64, seq: i64) -> Result<i64, IdError> {
+        let ticks = match self.tick_of_unix_ms(unix_ms) {
+            Ok(t) => t,
+            Err(e) => return Err(e),
+        };
+        if shard < 0 || shard > self.max_shard() as i64 {
+            return Err(IdError::ShardOutOfRange { shard, max: self.max_shard() });
+        }
+        if seq < 0 || seq > self.max_seq() as i64 {
+            return Err(IdError::SeqOutOfRange { seq, max: self.max_seq() });
+        }
+        Ok(self.compose(Parts { ticks, shard: shard as u32, seq: seq as u32 }))
+    }
+
+    /// How many ids a span of `span_us` microseconds holds across every shard: its ticks times the
+    /// ids of a tick. Partitioned by id into spans of time (a day, an hour), a table's partitions
+    /// are this wide, and start at [`Layout::min_id_at`] of their first instant.
+    ///
+    /// # Errors
+    /// [`IdError::SpanNotTicks`] unless the span is a positive whole number of ticks, fewer than the
+    /// layout has.
+    pub const fn ids_in_span(&self, span_us: i64) -> Result<i64, IdError> {
+        let tick_us = self.widths.tick_ms as i64 * 1000;
+        if span_us <= 0 || span_us % tick_us != 0 || (span_us / tick_us) as u64 > self.max_ticks() {
+            return Err(IdError::SpanNotTicks { span_us, tick_ms: self.widths.tick_ms, max_ticks: self.max_ticks() });
+        }
+        // At most max_ticks << (shard + seq bits): below 2^63.
+        Ok((((span_us / tick_us) as u64) << (self.widths.shard_bits + self.widths.seq_bits)) as i64)
+    }
+
     /// The largest id any shard can mint in the tick holding `unix_ms`. Every id minted at or
     /// before `unix_ms` is `<=` it.
     ///
@@ -413,9 +457,30 @@ impl fmt::Display for LayoutError {
 /// An id, shard or time that the layout cannot represent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdError {
-    ShardOutOfRange { shard: i64, max: u32 },
-    IdOutOfRange { id: i64, max: i64 },
-    TimeOutOfRange { unix_ms: i64, first: i64, last: i64 },
+    ShardOutOfRange {
+        shard: i64,
+        max: u32,
+    },
+    SeqOutOfRange {
+        seq: i64,
+        max: u32,
+    },
+    IdOutOfRange {
+        id: i64,
+        max: i64,
+    },
+    TimeOutOfRange {
+        unix_ms: i64,
+        first: i64,
+        last: i64,
+    },
+    /// A span of time (in microseconds) that is not a positive whole number of ticks, fewer than
+    /// `max_ticks`.
+    SpanNotTicks {
+        span_us: i64,
+        tick_ms: u32,
+        max_ticks: u64,
+    },
 }
 
 #[cfg(test)]
@@ -507,8 +572,11 @@ pub(crate) mod tests {
                     }
                 }
             }
-            // The very largest id is all ones below the sign bit.
-            assert_eq!(l.compose(Parts { ticks: l.max_ticks(), shard: l.max_shard(), seq: l.max_seq() }), i64::MAX);
+            // The very largest id is all ones: below the sign bit for the 63-bit presets, below 2^53
+            // for javascript's 53 bits.
+            let largest = l.compose(Parts { ticks: l.max_ticks(), shard: l.max_shard(), seq: l.max_seq() });
+            assert_eq!(largest, l.max_id());
+            assert_eq!(largest, if name == "javascript" { (1 << 53) - 1 } else { i64::MAX }, "{name}");
         }
     }
 
@@ -793,6 +861,56 @@ pub(crate) mod tests {
                 prop_assert!(l.tick_start_unix_ms(ticks) >= l.epoch_unix_ms());
                 prop_assert_eq!(l.shard(n).is_ok(), (0..=i64::from(l.max_shard())).contains(&n));
                 let _ = l.check_epoch_not_in_future(n).map_err(|e| e.to_string());
+            }
+
+            #[test]
+            fn a_backfill_id_is_its_time_shard_and_position(
+                (l, t) in layout().prop_flat_map(|l| (Just(l), time_for(l))),
+                shard in prop_oneof![any::<i64>(), -1..=8192i64],
+                seq in prop_oneof![any::<i64>(), -1..=512i64],
+            ) {
+                let fits = (0..=i64::from(l.max_shard())).contains(&shard)
+                    && (0..=i64::from(l.max_seq())).contains(&seq);
+                match l.id_at(t, shard, seq) {
+                    Ok(id) => {
+                        prop_assert!(fits);
+                        let tick = l.tick_of_unix_ms(t).unwrap();
+                        let parts = Parts { ticks: tick, shard: shard as u32, seq: seq as u32 };
+                        prop_assert_eq!(l.decompose(id), Ok(parts));
+                        prop_assert!(l.min_id_at(t).unwrap() <= id && id <= l.max_id_at(t).unwrap());
+                    }
+                    Err(IdError::ShardOutOfRange { .. } | IdError::SeqOutOfRange { .. }) => prop_assert!(!fits),
+                    Err(_) => prop_assert!(l.tick_of_unix_ms(t).is_err()),
+                }
+            }
+
+            #[test]
+            fn a_span_holds_the_ids_between_its_bounds(
+                (l, t) in layout().prop_flat_map(|l| (Just(l), time_for(l))),
+                ticks in prop_oneof![1..=1000u64, 1..=1u64 << 40, any::<u64>()],
+                span_us in any::<i64>(),
+            ) {
+                // Any span is a count of ids or SpanNotTicks.
+                match l.ids_in_span(span_us) {
+                    Ok(n) => {
+                        let tick_us = i64::from(l.tick_ms()) * 1000;
+                        prop_assert!(span_us > 0 && span_us % tick_us == 0);
+                        prop_assert_eq!(n >> (l.widths().shard_bits + l.widths().seq_bits), span_us / tick_us);
+                    }
+                    Err(e) => {
+                        let named = matches!(e, IdError::SpanNotTicks { span_us: s, .. } if s == span_us);
+                        prop_assert!(named, "{:?}", e);
+                    }
+                }
+                // A whole number of ticks from a time in the layout to another is the difference of
+                // their min ids: a partition of that span holds exactly the ids minted in it.
+                let later = i128::from(t) + i128::from(ticks) * i128::from(l.tick_ms());
+                if let (Ok(lo), Ok(later)) = (l.min_id_at(t), i64::try_from(later)) {
+                    let span_us = i64::try_from(i128::from(ticks) * i128::from(l.tick_ms()) * 1000);
+                    if let (Ok(hi), Ok(span_us)) = (l.min_id_at(later), span_us) {
+                        prop_assert_eq!(l.ids_in_span(span_us), Ok(hi - lo));
+                    }
+                }
             }
         }
     }

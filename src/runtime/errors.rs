@@ -244,6 +244,21 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
             FUNC,
         )
         .set_detail(format!("Valid shards are 0 to {max} under snowflake layout {}.", layout.widths())),
+        IdError::SeqOutOfRange { seq, max } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("sequence {seq} is out of range"),
+            FUNC,
+        )
+        .set_detail(format!("Valid sequences are 0 to {max} under snowflake layout {}.", layout.widths())),
+        IdError::SpanNotTicks { span_us, tick_ms, max_ticks } => ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("a span of {} ms does not fit the snowflake layout", span_us as f64 / 1000.0),
+            FUNC,
+        )
+        .set_detail(format!(
+            "Under snowflake layout {}, a span is 1 to {max_ticks} ticks of {tick_ms} ms, with no months or years.",
+            layout.widths()
+        )),
         IdError::IdOutOfRange { id, max } => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("snowflake id {id} is out of range"),
@@ -261,6 +276,16 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
             time::format_unix_ms(last)
         )),
     }
+}
+
+/// A span of time with months or years, which have no fixed length, where ids are counted.
+pub fn span_not_fixed() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "a span of months or years holds no fixed number of snowflake ids",
+        FUNC,
+    )
+    .set_hint("Give the span in days or smaller units; for calendar months, use snowflake_partitions().")
 }
 
 /// An unusable layout given as an argument.

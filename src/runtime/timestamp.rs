@@ -40,3 +40,12 @@ pub fn unix_us(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
 pub fn unix_ms(ts: TimestampWithTimeZone) -> Result<i64, ErrorReport> {
     Ok(unix_us(ts)?.div_euclid(US_PER_MS))
 }
+
+/// The microseconds of an interval of fixed length: its days as 24 hours and its time; `None` for
+/// one with months or years (which have no fixed length) or that leaves an i64.
+pub fn interval_us(i: Interval) -> Option<i64> {
+    if i.months() != 0 {
+        return None;
+    }
+    i64::from(i.days()).checked_mul(86_400_000_000).and_then(|d| d.checked_add(i.micros()))
+}
