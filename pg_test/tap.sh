@@ -12,8 +12,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}" SFID_FLEET="${SFID_FLEET:-18}"
 # The portable edition's majors (t/007), and those it runs under pg_tle on (t/008).
 export SFID_PORTABLE="${SFID_PORTABLE:-14 15 16 17 18}" SFID_TLE="${SFID_TLE:-15 18}"
+# The majors pg_partman partitions a snowflake-keyed table on (t/010).
+export SFID_PARTMAN="${SFID_PARTMAN:-15 18}"
 # The private trees of scripts/setup.sh throughout, each with the extension built for its major.
-for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET $SFID_PORTABLE $SFID_TLE; do
+for v in $SFID_FROM $SFID_TO $SFID_FAILOVER $SFID_FLEET $SFID_PORTABLE $SFID_TLE $SFID_PARTMAN; do
   export "SFID_PG$v=$(pg_prefix "$v")"
 done
 # Citus for t/005_citus.pl, built into the fleet major's tree; the test skips without it.
@@ -29,6 +31,12 @@ if pg_tle_tarball >/dev/null; then
   SFID_PG_TLE=yes
   for v in $SFID_TLE; do build_pg_tle "$(pg_prefix "$v")" || SFID_PG_TLE=build-failed; done
 fi
+# pg_partman 5.1 for t/010_partman.pl, built into each of its majors' trees, the same way.
+export SFID_PG_PARTMAN=no
+if pg_partman_tarball >/dev/null; then
+  SFID_PG_PARTMAN=yes
+  for v in $SFID_PARTMAN; do build_pg_partman "$(pg_prefix "$v")" || SFID_PG_PARTMAN=build-failed; done
+fi
 perl_lib=/usr/lib/postgresql/15/lib/pgxs/src/test/perl
 export PG_REGRESS="$(pg_prefix 15)/lib/pgxs/src/test/regress/pg_regress"
 
@@ -42,7 +50,7 @@ $SUDO chown -R postgres:postgres "$dir"
 out="$(mktemp)"
 rc=0
 as_postgres env TESTDIR="$dir" PG_REGRESS="$PG_REGRESS" SFID_FROM="$SFID_FROM" SFID_TO="$SFID_TO" \
-  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" SFID_PORTABLE="$SFID_PORTABLE" SFID_TLE="$SFID_TLE" SFID_PG_TLE="$SFID_PG_TLE" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
+  SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" SFID_PORTABLE="$SFID_PORTABLE" SFID_TLE="$SFID_TLE" SFID_PG_TLE="$SFID_PG_TLE" SFID_PARTMAN="$SFID_PARTMAN" SFID_PG_PARTMAN="$SFID_PG_PARTMAN" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
   bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
 passed="$(grep -cE '^ok [0-9]+' "$out" || true)" failed="$(grep -cE '^not ok [0-9]+' "$out" || true)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a test died before its plan ended

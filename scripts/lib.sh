@@ -103,6 +103,28 @@ build_pg_tle() {
   rm -rf "$tmp"
 }
 
+# pg_partman, for the partitioning test ($PG_PARTMAN_TARBALL to use another copy).
+pg_partman_tarball() { vendored_tarball pg_partman-5.1.0.tar.gz "${PG_PARTMAN_TARBALL:-}"; }
+
+# build_pg_partman PREFIX: builds and installs pg_partman from pg_partman_tarball into the PostgreSQL
+# at PREFIX (PGXS, a few seconds), unless that version is installed there already. Fails if there
+# is no tarball.
+build_pg_partman() {
+  local prefix="$1" pg_config="$1/bin/pg_config" tarball version control tmp
+  tarball="$(pg_partman_tarball)" || return 1
+  version="$(basename "$tarball" .tar.gz)"
+  version="${version#pg_partman-}"
+  control="$("$pg_config" --sharedir)/extension/pg_partman.control"
+  if [ -f "$control" ] && grep -qx "default_version = '$version'" "$control"; then return 0; fi
+  log "building pg_partman from $(basename "$tarball") into $prefix"
+  tmp="$(mktemp -d)"
+  tar -xzf "$tarball" -C "$tmp"
+  (cd "$tmp"/pg_partman-* && make -j2 PG_CONFIG="$pg_config" >"$tmp/make.log" 2>&1 \
+     && $SUDO make PG_CONFIG="$pg_config" install >"$tmp/install.log" 2>&1) \
+    || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
+  rm -rf "$tmp"
+}
+
 # The pg_regress tests of pg_test/sql, in the order they run.
 REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security portable partitioning"
 
