@@ -14,7 +14,9 @@
 #   4. pg_test/tap.sh, when PG_VERSIONS has 15 and 18: multi-node tests with PostgreSQL's TAP
 #      framework (pg_upgrade and dump/restore 15 -> 18 and 17 -> 18, the recorded id space,
 #      failover on 15 and 18, a fleet, Citus; the portable edition on every version, and under
-#      pg_tle on 15 and 18). It also builds the extension for 17.
+#      pg_tle on 15 and 18). It also builds the extension for 17;
+#   5. examples/test.sh, when PG_VERSIONS has 15: Django, SQLAlchemy, psycopg 3 and node-postgres
+#      against a PostgreSQL 15 server, and the client-side decoders (docs/clients.md).
 # Every server is a private tree from scripts/setup.sh: nothing is installed into, started or
 # stopped in a system PostgreSQL.
 # Ends with "snowflake_id: N passed, N failed" and a non-zero exit on any failure.
@@ -79,6 +81,19 @@ for v in $PG_VERSIONS; do
   tally "pg_test PostgreSQL $v" "$p" "$f"
   rm -f "$out"
 done
+
+if [[ " $PG_VERSIONS " == *" 15 "* ]]; then
+  log "client examples (PostgreSQL 15)"
+  out="$(mktemp)"
+  rc=0
+  bash examples/test.sh 2>&1 | tee "$out" || rc=$?
+  line="$(grep -aE '^clients: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1 || true)"
+  p="$(sed -nE 's/.*: ([0-9]+) passed.*/\1/p' <<<"$line")" f="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  if [ -z "$p" ]; then p=0 f=1; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  tally "client examples" "$p" "$f"
+  rm -f "$out"
+fi
 
 if [ "$tap" = yes ]; then
   log "multi-node tests (PostgreSQL's TAP framework)"
