@@ -85,6 +85,9 @@ SELECT format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%s) TO (%s)'
               'events_' || to_char(starts, 'YYYYMMDD'), lower_id, upper_id)
 FROM snowflake_partitions('2026-01-01', '2026-01-04', '1 day', 'default', '2025-01-01') \gexec
 CREATE TABLE events_default PARTITION OF events DEFAULT;
+-- Backfilled rows of past days, on shard 9: outside this server's shards (0-7), so that no id it
+-- mints can be one of theirs.
+SELECT pg_temp.outcome('SELECT snowflake_next(9)') AS mint_on_the_backfill_shard;
 INSERT INTO events (id, payload)
 SELECT snowflake_compose('2026-01-01'::timestamptz + g * interval '1 hour', 9, 0, 'default', '2025-01-01'), 'x'
 FROM generate_series(0, 95) g;
