@@ -228,6 +228,19 @@ record_space
 check "owned shards: 300 ids borrowing ahead of the clock, max_rewind_wait 0: no refusal, no step back counted" "300|0" \
   "$(q -c "SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 300)" 2>&1)|$(q -c "SELECT coalesce(sum(clock_backsteps), 0) FROM snowflake_id_stats")"
 
+# The javascript preset: every id below 2^53, and a tick of ids for every backend's own share (the
+# server's 72 backends here get no warning at start, as a default server's 122 would not).
+set_conf "snowflake_id.layout = 'javascript'" "snowflake_id.shards = '0-15'"
+as_postgres rm -f "$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.state"
+: | as_postgres tee "$SNOWFLAKE_RUN_DIR/$NAME/server.log" >/dev/null
+cluster_restart "$V" "$NAME"
+record_space
+check "javascript preset at start: 41/4/8, 16 shards, 256 ids a millisecond each, no share warning" "41/4/8|15|256|0" \
+  "$(q -c "SELECT layout, max_shard, ids_per_ms FROM snowflake_layout()")|$(grep -c "fewer than this server's" "$SNOWFLAKE_RUN_DIR/$NAME/server.log" || true)"
+check "javascript preset: 20,000 ids of every shard, distinct, each below 2^53 and decoded to its shard" "20000|20000|t" \
+  "$(q -c "SELECT count(*), count(DISTINCT id), bool_and(id < 9007199254740992 AND snowflake_shard(id) = g % 16)
+           FROM (SELECT g, snowflake_next(g % 16) id FROM generate_series(1, 20000) g) s")"
+
 for bad in "snowflake_id.layout = '41/13/10'|needs 64 bits" \
            "snowflake_id.layout = 'instagram'|is not a snowflake layout" \
            "snowflake_id.epoch = 'yesterday'|is not a timestamp"; do

@@ -165,8 +165,8 @@ test("the javascript preset's ids are safe Numbers for the layout's whole life",
     assert.ok(largest <= BigInt(Number.MAX_SAFE_INTEGER));
     assert.ok(Number.isSafeInteger(Number(r.largest)));
     assert.equal(String(JSON.parse(`{"id": ${r.largest}}`).id), r.largest, 'survives JSON as a bare number');
-    // The trade: 64 shards, 64 ids per millisecond per shard, about 69.7 years.
-    assert.deepEqual([r.max_shard, Number(r.ids_per_ms), Math.round(r.lifetime_years * 10) / 10], [63, 64, 69.7]);
+    // The trade: 16 shards, 256 ids per millisecond per shard, about 69.7 years.
+    assert.deepEqual([r.max_shard, Number(r.ids_per_ms), Math.round(r.lifetime_years * 10) / 10], [15, 256, 69.7]);
     // The last tick is the one the layout ends in: the id of a later time is refused.
     await assert.rejects(
       client.query("SELECT snowflake_max_id($1::timestamptz + interval '1 ms', 'javascript', $2)", [

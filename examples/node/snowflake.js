@@ -19,7 +19,7 @@ export const PRESETS = Object.freeze({
   default: { timeBits: 41, shardBits: 13, seqBits: 9, tickMs: 1 },
   twitter: { timeBits: 41, shardBits: 10, seqBits: 12, tickMs: 1 },
   sonyflake: { timeBits: 39, shardBits: 16, seqBits: 8, tickMs: 10 },
-  javascript: { timeBits: 41, shardBits: 6, seqBits: 6, tickMs: 1 }, // every id below 2^53
+  javascript: { timeBits: 41, shardBits: 4, seqBits: 8, tickMs: 1 }, // every id below 2^53
 });
 
 const DIGITS = /^[0-9]+$/;

@@ -50,7 +50,7 @@ PRESETS = {
     "default": Layout(41, 13, 9, 1),
     "twitter": Layout(41, 10, 12, 1),
     "sonyflake": Layout(39, 16, 8, 10),
-    "javascript": Layout(41, 6, 6, 1),  # every id below 2**53
+    "javascript": Layout(41, 4, 8, 1),  # every id below 2**53
 }
 
 

@@ -57,10 +57,11 @@ impl Widths {
     pub const TWITTER: Widths = Widths { time_bits: 41, shard_bits: 10, seq_bits: 12, tick_ms: 1 };
     /// Sony's sonyflake: 39 | 16 | 8, 10 ms ticks.
     pub const SONYFLAKE: Widths = Widths { time_bits: 39, shard_bits: 16, seq_bits: 8, tick_ms: 10 };
-    /// 41 | 6 | 6 with 1 ms ticks: 53 bits, so that every id of the layout's whole life is below
+    /// 41 | 4 | 8 with 1 ms ticks: 53 bits, so that every id of the layout's whole life is below
     /// 2^53, the largest integer JavaScript's `Number` (and a JSON parser that reads doubles) holds
-    /// exactly. 64 shards, 64 ids per ms per shard, ~69.7 years.
-    pub const JAVASCRIPT: Widths = Widths { time_bits: 41, shard_bits: 6, seq_bits: 6, tick_ms: 1 };
+    /// exactly. 16 shards, 256 ids per ms per shard, ~69.7 years. A tick of 256 ids keeps every
+    /// backend of a default server (100 connections) its own share (`crate::core::share`).
+    pub const JAVASCRIPT: Widths = Widths { time_bits: 41, shard_bits: 4, seq_bits: 8, tick_ms: 1 };
 
     /// The named presets, in the order the documentation lists them.
     pub const PRESETS: [(&'static str, Widths); 4] = [
@@ -70,7 +71,7 @@ impl Widths {
         ("javascript", Self::JAVASCRIPT),
     ];
 
-    /// Parses a layout setting: a preset name (`default`, `twitter`, `sonyflake`, any case), or
+    /// Parses a layout setting: a preset name (`default`, `twitter`, `sonyflake`, `javascript`, any case), or
     /// custom widths `TIME/SHARD/SEQ`, optionally followed by a tick length `@Nms`
     /// (for example `39/16/8@10ms`). Surrounding blanks are ignored. The text is at most
     /// [`MAX_LAYOUT_LEN`] bytes; parsing allocates nothing but the error.
@@ -423,8 +424,8 @@ impl fmt::Display for LayoutError {
             ),
             LayoutError::Syntax(s) => write!(
                 f,
-                "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, or TIME/SHARD/SEQ bit widths \
-                    with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
+                "\"{s}\" is not a snowflake layout. Use default, twitter, sonyflake, javascript, or TIME/SHARD/SEQ \
+                    bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms."
             ),
             LayoutError::BadEpoch(why) => f.write_str(why),
             LayoutError::NotAscii => f.write_str("A layout is ASCII text, such as sonyflake or 39/16/8@10ms."),

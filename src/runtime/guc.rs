@@ -116,8 +116,8 @@ pub fn init() {
         unsafe {
             GucRegistry::define_string_guc_with_hooks(
                 LAYOUT_NAME,
-                c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), or \
-                TIME/SHARD/SEQ[@Nms].",
+                c"Bit layout of snowflake ids: default (41/13/9), twitter (41/10/12), sonyflake (39/16/8@10ms), \
+                javascript (41/4/8), or TIME/SHARD/SEQ[@Nms].",
                 c"Time, shard and sequence widths must add up to at most 63 bits, so ids never go negative. Fixed at \
                 server start.",
                 &LAYOUT,
