@@ -32,8 +32,8 @@ COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The lar
 
 -- For tables partitioned by id into spans of time: how many ids a span holds (pg_partman's integer
 -- interval), and the bounds of the partitions that cover a time range, step by step in UTC (calendar
--- months included). A partition's bounds are FROM (lower_id) TO (upper_id), upper_id being the next
--- one's lower_id.
+-- months included, src/core/partition.rs). A partition's bounds are FROM (lower_id) TO (upper_id),
+-- upper_id being the next one's lower_id. Both read the layout as bytes, as the readers do.
 CREATE FUNCTION snowflake_id_interval(span interval, layout text) RETURNS bigint
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'snowflake_id_interval_wrapper';
@@ -41,12 +41,8 @@ COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a spa
 CREATE FUNCTION snowflake_partitions(first timestamptz, last timestamptz, step interval, layout text, epoch timestamptz,
                                      OUT starts timestamptz, OUT ends timestamptz, OUT lower_id bigint, OUT upper_id bigint)
 RETURNS SETOF record
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$
-    SELECT s, e, @extschema@.snowflake_min_id(s, layout, epoch), @extschema@.snowflake_min_id(e, layout, epoch)
-    FROM pg_catalog.generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
-         LATERAL (SELECT g AT TIME ZONE 'UTC' AS s, (g + step) AT TIME ZONE 'UTC' AS e) b
-$$;
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'snowflake_partitions_wrapper';
 COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, text, timestamptz) IS 'The id bounds of partitions of one step each, in UTC, from first until one holds last';
 
 -- A backfill's ids: the id of a tick, shard and position, for rows of past times on a shard no

@@ -9,6 +9,7 @@ SET datestyle = 'ISO, YMD';
 ALTER SYSTEM SET snowflake_id.shards = '0-7';
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.3);
+SELECT setseed(0.33);
 
 SELECT p.oid::regprocedure AS function, p.provolatile AS volatility, p.proisstrict AS strict, p.proparallel AS parallel
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
@@ -54,8 +55,8 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_id_interval(''1 month'', ''default'')'), ('snowflake_id_interval(''1.5 ms'', ''default'')'),
              ('snowflake_id_interval(''5 ms'', ''sonyflake'')'), ('snowflake_id_interval(''0'', ''default'')'),
              ('snowflake_id_interval(''-1 day'', ''default'')'), ('snowflake_id_interval(''70 years'', ''default'')'),
-             ('snowflake_compose(''2026-01-01'', 64, 0, ''javascript'', ''2025-01-01'')'),
-             ('snowflake_compose(''2026-01-01'', 0, 64, ''javascript'', ''2025-01-01'')'),
+             ('snowflake_compose(''2026-01-01'', 16, 0, ''javascript'', ''2025-01-01'')'),
+             ('snowflake_compose(''2026-01-01'', 0, 256, ''javascript'', ''2025-01-01'')'),
              ('snowflake_compose(''2026-01-01'', -1, 0, ''default'', ''2025-01-01'')')) s(stmt);
 
 -- A generated column, an expression index and a CHECK constraint over the immutable forms.
@@ -80,6 +81,21 @@ RESET enable_seqscan;
 SELECT snowflake_id_interval('1 day', 'default') AS ids_a_day, snowflake_id_interval('1 day', 'default')
        = snowflake_min_id('2026-01-02', 'default', '2025-01-01') - snowflake_min_id('2026-01-01', 'default', '2025-01-01') AS agrees;
 SELECT * FROM snowflake_partitions('2026-01-01', '2026-03-15', '1 month', 'default', '2025-01-01');
+-- Steps are added at once from the first start, so months keep their day (no drift to the 28th);
+-- the partitions run until one holds the last time, and none when the first is after the last.
+SELECT starts, ends FROM snowflake_partitions('2026-01-31', '2026-04-30', '1 month', 'default', '2025-01-01');
+SELECT count(*) AS none_backwards FROM snowflake_partitions('2026-01-02', '2026-01-01', '1 day', 'default', '2025-01-01');
+SELECT stmt, pg_temp.outcome('SELECT count(*) FROM ' || stmt) AS outcome
+FROM (VALUES ('snowflake_partitions(''-infinity'', ''2026-01-01'', ''1 day'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''infinity'', ''1 day'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-01-02'', ''0'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-01-02'', ''-1 day'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-01-02'', ''1 month -1 day'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-01-02'', ''0.5 ms'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-01-02'', ''5 ms'', ''sonyflake'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-12-31'', ''1 minute'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2024-12-31'', ''2025-01-02'', ''1 day'', ''default'', ''2025-01-01'')'),
+             ('snowflake_partitions(''2094-09-06'', ''2094-09-07'', ''1 day'', ''default'', ''2025-01-01'')')) s(stmt);
 CREATE TABLE events (id bigint NOT NULL DEFAULT snowflake_next(), payload text) PARTITION BY RANGE (id);
 SELECT format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%s) TO (%s)',
               'events_' || to_char(starts, 'YYYYMMDD'), lower_id, upper_id)
@@ -94,7 +110,7 @@ FROM generate_series(0, 95) g;
 SELECT tableoid::regclass AS partition, count(*), min(snowflake_timestamp(id)), max(snowflake_timestamp(id))
 FROM events GROUP BY 1 ORDER BY 1;
 -- A constant bound prunes at plan time.
-EXPLAIN (COSTS OFF) SELECT count(*) FROM events WHERE id >= snowflake_min_id('2026-01-03 12:00', 'default', '2025-01-01');
+EXPLAIN (COSTS OFF) SELECT count(*) FROM events WHERE id >= snowflake_min_id('2026-01-03 12:00+00', 'default', '2025-01-01 00:00+00');
 -- The STABLE reader of the layout in force, over a parameter or now(), prunes at executor start.
 SET plan_cache_mode = force_generic_plan;
 PREPARE since(timestamptz) AS SELECT count(*) FROM events WHERE id >= snowflake_min_id($1);
@@ -116,8 +132,25 @@ BEGIN
     END LOOP;
 END $$;
 EXPLAIN (COSTS OFF) SELECT count(*) FROM recent WHERE id >= snowflake_min_id(now() - interval '1 hour');
-EXPLAIN (COSTS OFF) SELECT count(*) FROM recent WHERE id >= snowflake_min_id(now() - interval '1 hour', 'default', '2025-01-01');
+EXPLAIN (COSTS OFF) SELECT count(*) FROM recent WHERE id >= snowflake_min_id(now() - interval '1 hour', 'default', '2025-01-01 00:00+00');
 ROLLBACK;
+
+-- The session's TimeZone changes nothing an immutable form computes, since its arguments are
+-- timestamptz: the same instants give the same ids and partitions. What it changes is how a literal
+-- without an offset is read: '2025-01-01' is midnight in the session's zone, another epoch.
+CREATE TEMP TABLE under_utc AS
+SELECT * FROM snowflake_partitions('2026-03-01 00:00+00', '2026-04-01 00:00+00', '1 day', 'default', '2025-01-01 00:00+00');
+SET timezone = 'America/New_York';
+SELECT (SELECT count(*) FROM under_utc) AS partitions,
+       (SELECT count(*) FROM (SELECT * FROM snowflake_partitions('2026-03-01 00:00+00', '2026-04-01 00:00+00', '1 day',
+                                                                 'default', '2025-01-01 00:00+00')
+                              EXCEPT SELECT * FROM under_utc) d) AS differ_across_dst,
+       (SELECT bool_and(extract(hour FROM starts AT TIME ZONE 'UTC') = 0) FROM under_utc) AS all_utc_midnights,
+       snowflake_compose('2026-01-01 12:00+00', 8191, 0, 'default', '2025-01-01 00:00+00')
+       = snowflake_compose('2026-01-01 07:00-05', 8191, 0, 'default', '2025-01-01 00:00+00') AS same_instant_same_id,
+       snowflake_timestamp(snowflake_compose('2026-01-01 12:00+00', 8191, 0, 'default', '2025-01-01'), 'default', '2025-01-01 00:00+00')
+       AT TIME ZONE 'UTC' AS epoch_without_offset_reads_as_local;
+SET timezone = 'UTC';
 
 -- UUIDv7 keys, partitioned by uuidv7_min_id() of the days.
 CREATE TABLE uevents (id uuid NOT NULL DEFAULT uuidv7_next()) PARTITION BY RANGE (id);

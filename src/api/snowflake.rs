@@ -16,6 +16,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::core::layout::{Layout, Parts, DEFAULT_EPOCH_UNIX_MS};
+use crate::core::partition::{self, Step};
 use crate::runtime::{errors, guc, snowflake, timestamp};
 
 /// Mints the next id for `shard`: the complete, guarded implementation, with every check and
@@ -236,8 +237,46 @@ fn snowflake_max_id_in(
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn snowflake_id_interval(span: Interval, layout: &[u8]) -> Result<i64, ErrorReport> {
     let l = named(layout, DEFAULT_EPOCH_UNIX_MS)?;
-    let span_us = timestamp::interval_us(span).ok_or_else(errors::span_not_fixed)?;
+    if span.months() != 0 {
+        return Err(errors::span_not_fixed());
+    }
+    // Past an i64 of microseconds (some 292,000 years), a span is longer than any layout's life.
+    let span_us = timestamp::interval_us(span).unwrap_or(i64::MAX);
     l.ids_in_span(span_us).map_err(|e| errors::id_error(e, &l))
+}
+
+/// The partitions of one `step` each from `first` (calendar steps in UTC) until one holds `last`,
+/// with their id bounds: `FOR VALUES FROM (lower_id) TO (upper_id)` (`crate::core::partition`).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_partitions(
+    first: TimestampWithTimeZone,
+    last: TimestampWithTimeZone,
+    step: Interval,
+    layout: &[u8],
+    epoch: TimestampWithTimeZone,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(starts, TimestampWithTimeZone),
+            name!(ends, TimestampWithTimeZone),
+            name!(lower_id, i64),
+            name!(upper_id, i64),
+        ),
+    >,
+    ErrorReport,
+> {
+    let l = named_at(layout, epoch)?;
+    let (first, last) = (timestamp::unix_us(first)?, timestamp::unix_us(last)?);
+    let step = Step { months: step.months(), days: step.days(), micros: step.micros() };
+    let rows = partition::partitions(&l, first, last, step).map_err(|e| errors::partition_error(e, &l))?;
+    let rows = rows
+        .into_iter()
+        .map(|p| {
+            Ok((timestamp::from_unix_us(p.starts_us)?, timestamp::from_unix_us(p.ends_us)?, p.lower_id, p.upper_id))
+        })
+        .collect::<Result<Vec<_>, ErrorReport>>()?;
+    Ok(TableIterator::new(rows))
 }
 
 /// The id of a tick, shard and position under a layout and epoch: for backfilling rows of past

@@ -26,6 +26,7 @@
 //! 15. `conninfo`: which connection strings a role may use.
 //! 16. `fleet`: the fleet check's facts and verdicts.
 //! 17. `convert`: the plans that convert a key column and back.
+//! 18. `partition`: the bounds of partitions by time over a layout's ids.
 
 pub mod conninfo;
 pub mod convert;
@@ -35,6 +36,7 @@ pub mod ff1;
 pub mod fleet;
 pub mod layout;
 pub mod monotonic;
+pub mod partition;
 pub mod public;
 pub mod reservation;
 pub mod rng;

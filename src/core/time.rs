@@ -64,6 +64,29 @@ const fn days_in_month(y: i64, m: i64) -> i64 {
     }
 }
 
+/// Microseconds in a day.
+pub const US_PER_DAY: i64 = 86_400_000_000;
+
+/// A Unix microsecond plus an interval of `months`, `days` and `micros`, in UTC, as PostgreSQL's
+/// `timestamp + interval` adds them: the months first, keeping the day of the month unless the
+/// new month is shorter (January 31 plus a month is February 28 or 29), then the days, then the
+/// time. `None` where the result, or the year on the way, leaves an i64.
+pub fn add_interval_utc(unix_us: i64, months: i64, days: i64, micros: i64) -> Option<i64> {
+    let (mut day, time_of_day) = (unix_us.div_euclid(US_PER_DAY), unix_us.rem_euclid(US_PER_DAY));
+    if months != 0 {
+        // Far beyond any timestamp, but where the calendar's arithmetic is still exact.
+        const MAX_DAYS: i64 = 1 << 40;
+        if day.abs() > MAX_DAYS || months.abs() > MAX_DAYS {
+            return None;
+        }
+        let (y, m, d) = civil_from_days(day);
+        let total = y * 12 + (m - 1) + months;
+        let (y, m) = (total.div_euclid(12), total.rem_euclid(12) + 1);
+        day = days_from_civil(y, m, d.min(days_in_month(y, m)));
+    }
+    day.checked_add(days)?.checked_mul(US_PER_DAY)?.checked_add(time_of_day)?.checked_add(micros)
+}
+
 /// Parses `YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|UTC|+HH[:MM]|-HH[:MM]]` into Unix milliseconds.
 /// Without an offset the time is UTC. Fractions finer than a millisecond are refused rather
 /// than rounded, because the epoch must be exact. The text is at most [`MAX_TIMESTAMP_LEN`]
@@ -172,6 +195,33 @@ pub fn format_unix_ms(unix_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Unix microseconds of a UTC date and time of day.
+    fn utc(y: i64, m: i64, d: i64, hour: i64) -> i64 {
+        days_from_civil(y, m, d) * US_PER_DAY + hour * 3_600_000_000
+    }
+
+    #[test]
+    fn intervals_add_as_postgresql_adds_them_in_utc() {
+        // The day of the month is kept, or clamped to a shorter month; months count from the
+        // date, never from a clamped one.
+        assert_eq!(add_interval_utc(utc(2026, 1, 31, 5), 1, 0, 0), Some(utc(2026, 2, 28, 5)));
+        assert_eq!(add_interval_utc(utc(2026, 1, 31, 5), 2, 0, 0), Some(utc(2026, 3, 31, 5)));
+        assert_eq!(add_interval_utc(utc(2024, 1, 31, 0), 1, 0, 0), Some(utc(2024, 2, 29, 0)));
+        assert_eq!(add_interval_utc(utc(2026, 3, 31, 0), -1, 0, 0), Some(utc(2026, 2, 28, 0)));
+        assert_eq!(add_interval_utc(utc(2026, 12, 15, 0), 14, 0, 0), Some(utc(2028, 2, 15, 0)));
+        assert_eq!(add_interval_utc(utc(2026, 1, 15, 0), -13, 0, 0), Some(utc(2024, 12, 15, 0)));
+        // Months, then days, then the time.
+        assert_eq!(add_interval_utc(utc(2026, 1, 31, 0), 1, 1, 0), Some(utc(2026, 3, 1, 0)));
+        assert_eq!(add_interval_utc(utc(2026, 2, 28, 23), 0, 1, 3_600_000_000), Some(utc(2026, 3, 2, 0)));
+        assert_eq!(add_interval_utc(utc(1969, 12, 31, 23), 1, 0, 0), Some(utc(1970, 1, 31, 23)));
+        assert_eq!(add_interval_utc(0, 0, 0, -1), Some(-1));
+        // Nothing overflows: an i64 of microseconds ends in the year 294,247.
+        assert_eq!(add_interval_utc(i64::MAX, 0, 1, 0), None);
+        assert_eq!(add_interval_utc(0, i64::MAX, 0, 0), None);
+        assert_eq!(add_interval_utc(i64::MIN, -1, 0, 0), None);
+        assert_eq!(add_interval_utc(0, 0, 0, i64::MAX), Some(i64::MAX));
+    }
 
     #[test]
     fn parses_the_default_epoch_in_every_spelling() {

@@ -12,6 +12,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::core::layout::{IdError, Layout, LayoutError};
 use crate::core::monotonic::IssueError;
+use crate::core::partition::PartitionError;
 use crate::core::reservation::Refusal;
 use crate::core::shards::plan_sentence;
 use crate::core::time::{self, NS_PER_MS};
@@ -252,7 +253,11 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
         .set_detail(format!("Valid sequences are 0 to {max} under snowflake layout {}.", layout.widths())),
         IdError::SpanNotTicks { span_us, tick_ms, max_ticks } => ErrorReport::new(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("a span of {} ms does not fit the snowflake layout", span_us as f64 / 1000.0),
+            if span_us == i64::MAX {
+                "a span this long does not fit the snowflake layout".to_string()
+            } else {
+                format!("a span of {} ms does not fit the snowflake layout", span_us as f64 / 1000.0)
+            },
             FUNC,
         )
         .set_detail(format!(
@@ -275,6 +280,23 @@ pub fn id_error(e: IdError, layout: &Layout) -> ErrorReport {
             time::format_unix_ms(first),
             time::format_unix_ms(last)
         )),
+    }
+}
+
+/// Partitions that `snowflake_partitions` does not make.
+pub fn partition_error(e: PartitionError, layout: &Layout) -> ErrorReport {
+    match e {
+        PartitionError::Step { tick_ms } => {
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "invalid partition step", FUNC)
+                .set_detail(format!(
+                    "A partition step is positive, has no negative part, and is at least one tick ({tick_ms} ms) long."
+                ))
+        }
+        PartitionError::TooMany { max } => {
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, "too many partitions", FUNC)
+                .set_detail(format!("snowflake_partitions makes at most {max} partitions in one call."))
+        }
+        PartitionError::Id(e) => id_error(e, layout),
     }
 }
 
