@@ -26,12 +26,11 @@ if (($ENV{SFID_PG_PARTMAN} // '') ne 'yes')
 	BAIL_OUT('pg_partman failed to build');
 }
 
-# Every expectation counts UTC days from now(): keep clear of a UTC midnight.
-my $to_midnight = 86400 - time() % 86400;
-sleep($to_midnight + 1) if $to_midnight < 30;
-
 for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 {
+	# Every expectation counts UTC days from now(): keep each major's run clear of a UTC midnight.
+	my $to_midnight = 86400 - time() % 86400;
+	sleep($to_midnight + 1) if $to_midnight < 30;
 	my $node = sfid_node("partman_$major", $major, "snowflake_id.shards = '0-127'\nmax_connections = 20");
 	$node->start;
 	$node->safe_psql('postgres', q{
@@ -44,7 +43,7 @@ for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 		    p_control         => 'id',
 		    p_interval        => snowflake_id_interval('1 day', 'default')::text,
 		    p_premake         => 2,
-		    p_start_partition => snowflake_min_id(date_trunc('day', now(), 'UTC') - interval '3 days', 'default', '2025-01-01')::text);
+		    p_start_partition => snowflake_min_id(date_trunc('day', now(), 'UTC') - interval '3 days', 'default', '2025-01-01 00:00+00')::text);
 	});
 	# Each child's bounds, its UTC day (the day snowflake_partitions() gives these very bounds for)
 	# and that day counted from today.
@@ -53,8 +52,8 @@ for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
 		     LATERAL (SELECT m[1]::bigint AS lo, m[2]::bigint AS hi
 		              FROM regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''?(\d+)''?\) TO \(''?(\d+)''?\)') m) b
-		     LEFT JOIN LATERAL (SELECT * FROM snowflake_partitions(snowflake_timestamp(b.lo, 'default', '2025-01-01'),
-		                                                           snowflake_timestamp(b.lo, 'default', '2025-01-01'), '1 day', 'default', '2025-01-01')
+		     LEFT JOIN LATERAL (SELECT * FROM snowflake_partitions(snowflake_timestamp(b.lo, 'default', '2025-01-01 00:00+00'),
+		                                                           snowflake_timestamp(b.lo, 'default', '2025-01-01 00:00+00'), '1 day', 'default', '2025-01-01 00:00+00')
 		                        WHERE lower_id = b.lo AND upper_id = b.hi) p ON true
 		WHERE i.inhparent = 'events'::regclass AND c.relname <> 'events_default'};
 	my $days = "SELECT count(*), count(utc_day), string_agg(day::text, ' ' ORDER BY day) FROM ($children) x";
@@ -62,7 +61,7 @@ for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 		"PG $major: create_parent makes the start day and premake 2 more, each exactly a UTC day's ids");
 	$node->safe_psql('postgres', q{
 		INSERT INTO events (id, payload)
-		SELECT snowflake_compose(date_trunc('day', now(), 'UTC') - g * interval '1 hour', 8191, 0, 'default', '2025-01-01'), 'backfill'
+		SELECT snowflake_compose(date_trunc('day', now(), 'UTC') - g * interval '1 hour', 8191, 0, 'default', '2025-01-01 00:00+00'), 'backfill'
 		FROM generate_series(1, 71) g;
 		CALL partman.run_maintenance_proc();
 		INSERT INTO events (payload) SELECT 'now' FROM generate_series(1, 1000);
