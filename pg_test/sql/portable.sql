@@ -45,9 +45,13 @@ FROM (SELECT id, (snowflake_decode(id)).* FROM (SELECT portable.snowflake_next(5
 SELECT count(*) AS figures_differ
 FROM (VALUES (NULL, NULL), ('default', NULL), ('twitter', '2010-11-04'), ('sonyflake', '2014-09-01'),
              ('39/16/8@10ms', NULL), (' 41/10/12 ', '2020-01-01'), ('50/5/8@1000ms', NULL), ('48/7/8@10ms', NULL),
-             ('1/0/1', '1970-01-01')) v(l, e)
+             ('1/0/1', '1970-01-01'), ('javascript', NULL)) v(l, e)
 WHERE (SELECT row(f.*) FROM snowflake_layout(l, e::timestamptz) f) IS DISTINCT FROM
       (SELECT row(f.*) FROM portable.snowflake_layout(l, e::timestamptz) f);
+-- The javascript layout: 53 bits (every id below 2^53), 16 shards, 256 ids a millisecond per shard,
+-- more than a default server's backends.
+SELECT layout, max_shard, ids_per_ms, (SELECT max_id < 2::numeric ^ 53 FROM (SELECT (1::bigint << (time_bits + shard_bits + seq_bits)) - 1 AS max_id) m) AS below_2_53
+FROM portable.snowflake_layout('javascript');
 -- Text forms.
 WITH v AS (SELECT (random() * 9223372036854775807)::bigint AS id, gen_random_uuid() AS u FROM generate_series(1, 300)
            UNION ALL VALUES (0, '00000000-0000-0000-0000-000000000000'::uuid), (9223372036854775807, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
@@ -111,8 +115,9 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_min_id(''2024-12-31'', ''default'', ''2025-01-01'')'),
              ('snowflake_id_interval(''1 month'', ''default'')'), ('snowflake_id_interval(''5 ms'', ''sonyflake'')'),
              ('snowflake_id_interval(''0'', ''default'')'), ('snowflake_id_interval(''70 years'', ''default'')'),
-             ('snowflake_compose(''2026-01-01'', 64, 0, ''javascript'', ''2025-01-01'')'),
-             ('snowflake_compose(''2026-01-01'', 0, 64, ''javascript'', ''2025-01-01'')')) s(stmt),
+             ('snowflake_compose(''2026-01-01'', 16, 0, ''javascript'', ''2025-01-01'')'),
+             ('snowflake_compose(''2026-01-01'', 0, 256, ''javascript'', ''2025-01-01'')'),
+             ('snowflake_compose(''2026-01-01'', 15, 255, ''javascript'', ''2025-01-01'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
 -- What PUBLIC may do: mint and read, never configure or reach the counters.
 CREATE ROLE sfid_portable_plain;

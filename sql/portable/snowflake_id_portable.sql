@@ -144,7 +144,7 @@ BEGIN
         WHEN 'default' THEN RETURN '{41,13,9,1}';
         WHEN 'twitter' THEN RETURN '{41,10,12,1}';
         WHEN 'sonyflake' THEN RETURN '{39,16,8,10}';
-        WHEN 'javascript' THEN RETURN '{41,6,6,1}';
+        WHEN 'javascript' THEN RETURN '{41,4,8,1}';
         ELSE NULL;
     END CASE;
     m := regexp_match(spec, '^\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*(?:@\s*([0-9]{1,9})\s*(?:ms)?\s*)?$');
