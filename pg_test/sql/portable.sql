@@ -121,10 +121,61 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_compose(''2026-01-01'', 0, 256, ''javascript'', ''2025-01-01'')'),
              ('snowflake_compose(''2026-01-01'', 15, 255, ''javascript'', ''2025-01-01'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
+-- An IMMUTABLE function's result must not follow the caller's settings: the portable edition's
+-- IMMUTABLE functions, called under a search_path that puts look-alike functions and operators
+-- before pg_catalog's, and under another DateStyle, IntervalStyle and TimeZone, give what they
+-- give under the defaults.
+CREATE SCHEMA decoy;
+CREATE FUNCTION decoy.plus(timestamp, interval) RETURNS timestamp LANGUAGE sql AS 'SELECT $1';
+CREATE OPERATOR decoy.+ (LEFTARG = timestamp, RIGHTARG = interval, FUNCTION = decoy.plus);
+CREATE FUNCTION decoy.shl(bigint, int) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
+CREATE OPERATOR decoy.<< (LEFTARG = bigint, RIGHTARG = int, FUNCTION = decoy.shl);
+CREATE FUNCTION decoy.isfinite(timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+CREATE FUNCTION decoy.btrim(text, text) RETURNS text LANGUAGE sql AS 'SELECT ''bogus''::text';
+CREATE FUNCTION decoy.translate(text, text, text) RETURNS text LANGUAGE sql AS 'SELECT ''bogus''::text';
+CREATE FUNCTION decoy.strpos(text, text) RETURNS int LANGUAGE sql AS 'SELECT 0';
+CREATE FUNCTION pg_temp.immutable_results() RETURNS text LANGUAGE sql AS $$
+    SELECT concat_ws(' | ',
+        portable.snowflake_shard(8405005, ' Default '), portable.snowflake_seq(8405005, E'\t39/16/8@10ms '),
+        extract(epoch FROM portable.snowflake_timestamp(8813286522880, '39/16/8@10ms', '2014-09-01+00')),
+        (SELECT extract(epoch FROM ts) || ' ' || shard || ' ' || seq FROM portable.snowflake_decode(123456789012345, 'twitter', '2010-11-04 01:42:54.657+00')),
+        portable.snowflake_min_id('2026-01-01 12:34:56.789+00', 'default', '2025-01-01+00'),
+        portable.snowflake_max_id('2026-01-01 12:34:56.789+00', 'javascript', '2025-01-01+00'),
+        portable.snowflake_compose('2026-01-01 12:34:56.789+00', 15, 255, 'javascript', '2025-01-01+00'),
+        portable.snowflake_id_interval('1 day', 'sonyflake'),
+        (SELECT array_agg(row(extract(epoch FROM starts), extract(epoch FROM ends), lower_id, upper_id))::text
+         FROM portable.snowflake_partitions('2026-01-31+00', '2026-04-30+00', '1 month', 'default', '2025-01-01+00')),
+        portable.snowflake_to_text(8405005), portable.snowflake_from_text('0000000080G0D'),
+        portable.uuid_to_ulid('0190b6a4-6c6e-7c2e-9f3a-2b1c0d9e8f7a'), portable.ulid_to_uuid('01J2VA8V3EFGQ9YEHB3G6SX3VT'))
+$$;
+CREATE TEMP TABLE immutable_defaults AS SELECT pg_temp.immutable_results() AS r;
+SET search_path = decoy, pg_catalog, pg_temp;
+SET DateStyle = 'SQL, DMY';
+SET IntervalStyle = 'sql_standard';
+SET TimeZone = 'Asia/Kathmandu';
+SELECT r = pg_temp.immutable_results() AS same_under_other_settings FROM immutable_defaults;
+RESET search_path;
+RESET DateStyle;
+RESET IntervalStyle;
+RESET TimeZone;
+DROP SCHEMA decoy CASCADE;
+-- The IMMUTABLE functions, and the helpers in snowflake_id_layout, are plain functions (not
+-- SECURITY DEFINER), STRICT and PARALLEL SAFE, with their search_path pinned to pg_catalog, and
+-- name nothing of snowflake_id_portable (the counters and the configuration): a generated column,
+-- an index or a CHECK made of them outlives the edition's counters. None is listed here.
+SELECT p.oid::regprocedure AS function, p.prosecdef, p.proisstrict, p.proparallel, p.proconfig
+FROM pg_proc p
+WHERE (p.pronamespace = 'portable'::regnamespace AND p.provolatile = 'i' OR p.pronamespace = 'snowflake_id_layout'::regnamespace)
+  AND (p.prosecdef OR NOT p.proisstrict OR p.proparallel <> 's' OR p.provolatile <> 'i'
+       OR p.proconfig IS DISTINCT FROM '{"search_path=pg_catalog, pg_temp"}' OR p.prosrc LIKE '%snowflake_id_portable%')
+ORDER BY 1::text;
+SELECT count(*) AS immutable_functions FROM pg_proc WHERE pronamespace = 'portable'::regnamespace AND provolatile = 'i';
 -- What PUBLIC may do: mint and read, never configure or reach the counters.
 CREATE ROLE sfid_portable_plain;
 SET ROLE sfid_portable_plain;
-SELECT portable.snowflake_next(9) > 0 AS mints, portable.snowflake_shard(portable.snowflake_next(9)) AS shard;
+SELECT portable.snowflake_next(9) > 0 AS mints, portable.snowflake_shard(portable.snowflake_next(9)) AS shard,
+       portable.snowflake_shard(portable.snowflake_next(9), 'default') AS shard_by_layout,
+       snowflake_id_layout.widths(' Twitter ') AS helper;
 SELECT portable.snowflake_portable_configure(shards => '1');
 \echo :LAST_ERROR_SQLSTATE
 SELECT nextval('snowflake_id_portable.owned_words');

@@ -21,8 +21,11 @@ $_snowflake_id_portable_$
 -- runs it as any role that may create in the first schema of its search_path and create schemas
 -- in the database (CREATE on both). The functions go into that schema; the counters and the
 -- record of the configuration go into the schema snowflake_id_portable, which no other role may
--- use. Where pg_tle is the way in, sql/portable/pg_tle.sql installs the same text as the
--- extension snowflake_id_portable (scripts/portable-tle.py makes it; a check keeps them equal).
+-- use; the pure helpers of the IMMUTABLE functions (layouts, text forms) go into the schema
+-- snowflake_id_layout, which every role may use, and which outlives the counters when a database
+-- moves to the native edition (docs/managed.md). Where pg_tle is the way in,
+-- sql/portable/pg_tle.sql installs the same text as the extension snowflake_id_portable
+-- (scripts/portable-tle.py makes it; a check keeps them equal).
 --
 -- The ids are the native extension's, bit for bit: for the same layout, epoch, shard and tick,
 -- the same id, and each edition's snowflake_decode reads the other's ids exactly.
@@ -140,12 +143,25 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.uuid_words', '
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_portable.gen', '');
 
 ------------------------------------------------------------------------------------------------
--- Layouts and shard lists, parsed as the native edition parses them.
+-- Layouts, read as the native edition reads them: the schema snowflake_id_layout.
+--
+-- What the functions that take the layout and epoch as arguments need: pure functions of their
+-- arguments, which read no table, no sequence and no setting. PUBLIC may use the schema, and its
+-- functions and those IMMUTABLE forms are plain functions (not SECURITY DEFINER) that name only
+-- this schema and pg_catalog: so a generated column, an expression index or a CHECK constraint
+-- made of them keeps working when the counters and the configuration (snowflake_id_portable) are
+-- gone, after a move to the native edition (docs/managed.md). Each pins its search_path to
+-- pg_catalog (PostgreSQL never looks for functions or operators in pg_temp): an IMMUTABLE function
+-- must give the same result whatever the caller's search_path, TimeZone or DateStyle.
+
+CREATE SCHEMA snowflake_id_layout;
+COMMENT ON SCHEMA snowflake_id_layout IS 'Pure helpers of the snowflake_id portable edition''s IMMUTABLE functions: layouts, epochs, text forms';
+GRANT USAGE ON SCHEMA snowflake_id_layout TO PUBLIC;
 
 -- The widths of a layout text: {time_bits, shard_bits, seq_bits, tick_ms}. 22023 for anything
 -- the native edition refuses.
-CREATE FUNCTION snowflake_id_portable.widths(layout text) RETURNS int[]
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
+CREATE FUNCTION snowflake_id_layout.widths(layout text) RETURNS int[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     spec text := btrim(layout);
     m text[];
@@ -178,6 +194,104 @@ BEGIN
     END IF;
     RETURN w;
 END $$;
+
+-- The canonical spelling of widths, as the native edition writes it: 41/13/9, or 39/16/8@10ms.
+CREATE FUNCTION snowflake_id_layout.spelling(w int[]) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END
+$$;
+
+-- The time of Unix milliseconds, exactly (a product with an interval goes through float8), and
+-- its text as the native edition writes it in messages. In UTC, whatever the TimeZone.
+CREATE FUNCTION snowflake_id_layout.ts_of_ms(ms numeric) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (make_timestamp(1970, 1, 1, 0, 0, 0) + floor(ms / 86400000) * interval '1 day'
+            + (ms - floor(ms / 86400000) * 86400000) * interval '1 ms') AT TIME ZONE 'UTC'
+$$;
+
+CREATE FUNCTION snowflake_id_layout.format_ms(ms numeric) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT to_char(snowflake_id_layout.ts_of_ms(ms) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+        || CASE WHEN mod(ms, 1000) = 0 THEN '' ELSE '.' || lpad(mod(mod(ms, 1000) + 1000, 1000)::text, 3, '0') END || '+00'
+$$;
+
+-- The Unix millisecond of an epoch given as an argument: 22023 unless finite and at or after 1970.
+CREATE FUNCTION snowflake_id_layout.epoch_ms(epoch timestamptz) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT isfinite(epoch) OR epoch < 'epoch' THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
+    END IF;
+    RETURN floor(extract(epoch FROM epoch) * 1000)::bigint;
+END $$;
+
+-- The layout of widths `w` (from widths()) from an epoch in Unix ms, as a settings() array
+-- {0, epoch ms, tick_ms, time_bits, shard_bits, seq_bits, 0, 0, 0}: 22023 for an epoch before 1970
+-- and for a layout that ends beyond 64 bits of milliseconds (native: Layout::new).
+CREATE FUNCTION snowflake_id_layout.layout_of(w int[], epoch_ms bigint) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF epoch_ms < 0 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = format('Epoch %s is before 1970-01-01.', snowflake_id_layout.format_ms(epoch_ms));
+    END IF;
+    IF epoch_ms + 2::numeric ^ w[1] * w[4] - 1 > 9223372036854775807 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'The time field reaches beyond the year 292 million.';
+    END IF;
+    RETURN ARRAY[0, epoch_ms, w[4], w[1], w[2], w[3], 0, 0, 0];
+END $$;
+
+-- The layout that a layout text and an epoch name: 22023 for either that is not one.
+CREATE FUNCTION snowflake_id_layout.named(layout text, epoch timestamptz) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), snowflake_id_layout.epoch_ms(epoch))
+$$;
+
+-- The same for the functions that take no epoch (the epoch plays no part in their results).
+CREATE FUNCTION snowflake_id_layout.named(layout text) RETURNS bigint[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), 0)
+$$;
+
+-- The fields of an id under the layout `s` (a settings() array): {ticks, shard, seq}; 22003 for an
+-- id the layout cannot hold.
+CREATE FUNCTION snowflake_id_layout.parts(id bigint, s bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    bits int := (s[4] + s[5] + s[6])::int;
+BEGIN
+    IF id < 0 OR (bits < 63 AND id >= 1::bigint << bits) THEN
+        RAISE EXCEPTION 'snowflake id % is out of range', id USING ERRCODE = '22003',
+            DETAIL = format('Valid ids are 0 to %s under snowflake layout %s.',
+                CASE WHEN bits < 63 THEN (1::bigint << bits) - 1 ELSE 9223372036854775807 END,
+                snowflake_id_layout.spelling(ARRAY[s[4], s[5], s[6], s[3]]::int[]));
+    END IF;
+    RETURN ARRAY[id >> (s[5] + s[6])::int, (id >> s[6]::int) & ((1::bigint << s[5]::int) - 1), id & ((1::bigint << s[6]::int) - 1)];
+END $$;
+
+-- The tick holding a time under the layout `s`: 22008 for infinity and times outside the layout.
+CREATE FUNCTION snowflake_id_layout.tick_at(ts timestamptz, s bigint[]) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ms numeric;
+BEGIN
+    IF NOT isfinite(ts) THEN
+        RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
+            DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
+    END IF;
+    ms := floor(extract(epoch FROM ts) * 1000);
+    IF ms < s[2] OR ms >= s[2] + 2::numeric ^ s[4] * s[3] THEN
+        RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_layout.format_ms(ms) USING ERRCODE = '22008',
+            DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_layout.format_ms(s[2]),
+                snowflake_id_layout.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
+    END IF;
+    RETURN div(ms - s[2], s[3])::bigint;
+END $$;
+
+------------------------------------------------------------------------------------------------
+-- Shard lists, parsed as the native edition parses them.
 
 -- The shards of a list such as '0-127' or '0-15,40', sorted; NULL for '*'. 22023 otherwise.
 CREATE FUNCTION snowflake_id_portable.shard_list(shards text, max_shard int) RETURNS int[]
@@ -220,20 +334,6 @@ BEGIN
     RETURN ARRAY(SELECT DISTINCT s FROM unnest(out) s ORDER BY s);
 END $$;
 
--- The time of Unix milliseconds, exactly (a product with an interval goes through float8), and
--- its text as the native edition writes it in messages.
-CREATE FUNCTION snowflake_id_portable.ts_of_ms(ms numeric) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (timestamp '1970-01-01' + floor(ms / 86400000) * interval '1 day' + (ms - floor(ms / 86400000) * 86400000) * interval '1 ms')
-        AT TIME ZONE 'UTC'
-$$;
-
-CREATE FUNCTION snowflake_id_portable.format_ms(ms numeric) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT to_char(snowflake_id_portable.ts_of_ms(ms) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-        || CASE WHEN ms % 1000 = 0 THEN '' ELSE '.' || lpad((ms % 1000)::text, 3, '0') END || '+00'
-$$;
-
 ------------------------------------------------------------------------------------------------
 -- The configuration in force, as constants. snowflake_id_portable.apply() writes these two
 -- functions from the configuration table; PostgreSQL inlines them, so a call reads no table.
@@ -249,13 +349,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{}'::int[] $$;
 -- A configuration's owned shards, in order ('{}' for *), and its settings() array.
 CREATE FUNCTION snowflake_id_portable.owned_of(c snowflake_id_portable.config) RETURNS int[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT coalesce(snowflake_id_portable.shard_list(c.shards, (1 << (snowflake_id_portable.widths(c.layout))[2]) - 1), '{}')
+    SELECT coalesce(snowflake_id_portable.shard_list(c.shards, (1 << (snowflake_id_layout.widths(c.layout))[2]) - 1), '{}')
 $$;
 CREATE FUNCTION snowflake_id_portable.settings_of(c snowflake_id_portable.config) RETURNS bigint[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
     SELECT ARRAY[c.serial, floor(extract(epoch FROM c.epoch) * 1000)::bigint, w[4], w[1], w[2], w[3],
                  cardinality(snowflake_id_portable.owned_of(c)), c.snowflake_offset, c.owned_offset]
-    FROM snowflake_id_portable.widths(c.layout) w
+    FROM snowflake_id_layout.widths(c.layout) w
 $$;
 
 -- Writes the two functions above, and the serial in state, from the configuration in force. A
@@ -442,10 +542,10 @@ END $$;
 CREATE FUNCTION snowflake_id_portable.outside_layout(tick bigint, s bigint[]) RETURNS void
 LANGUAGE plpgsql STABLE STRICT SET search_path = snowflake_id_portable, pg_temp AS $$
 BEGIN
-    RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(s[2] + tick * s[3])
+    RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_layout.format_ms(s[2] + tick * s[3])
         USING ERRCODE = '22008',
-        DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
-            snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
+        DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_layout.format_ms(s[2]),
+            snowflake_id_layout.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
 END $$;
 
 -- The next id for a shard. Not STRICT: a NULL shard is an error (22004), never a NULL key.
@@ -576,140 +676,92 @@ COMMENT ON FUNCTION uuidv7_next() IS 'An RFC 9562 UUIDv7, monotonic across every
 ------------------------------------------------------------------------------------------------
 -- Reading ids back. STABLE: they follow the configuration, which may change between statements.
 
--- The epoch of a layout given as an argument, in Unix ms: 22023 unless finite and at or after 1970.
-CREATE FUNCTION snowflake_id_portable.epoch_ms_of(e timestamptz) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-BEGIN
-    IF NOT isfinite(e) OR e < 'epoch' THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
-    END IF;
-    RETURN floor(extract(epoch FROM e) * 1000)::bigint;
-END $$;
-
--- The settings() array of widths `w` (from widths()) under an epoch in Unix ms, with no serial,
--- owned shards or offsets: the layout a reader's arguments name. 22023 for a layout that ends past
--- 64 bits of milliseconds.
-CREATE FUNCTION snowflake_id_portable.layout_of(w int[], epoch_ms bigint) RETURNS bigint[]
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-BEGIN
-    IF epoch_ms + 2::numeric ^ w[1] * w[4] - 1 > 9223372036854775807 THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'the layout ends beyond what 64 bits of milliseconds can hold';
-    END IF;
-    RETURN ARRAY[0, epoch_ms, w[4], w[1], w[2], w[3], 0, 0, 0];
-END $$;
-
--- The fields of an id: {ticks, shard, seq}; 22003 for an id the layout cannot hold.
-CREATE FUNCTION snowflake_id_portable.parts(id bigint, s bigint[]) RETURNS bigint[]
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-DECLARE
-    bits int := (s[4] + s[5] + s[6])::int;
-BEGIN
-    IF id < 0 OR (bits < 63 AND id >= 1::bigint << bits) THEN
-        RAISE EXCEPTION 'snowflake id % is out of range', id USING ERRCODE = '22003',
-            DETAIL = format('Valid ids are 0 to %s under snowflake layout %s/%s/%s%s.',
-                CASE WHEN bits < 63 THEN (1::bigint << bits) - 1 ELSE 9223372036854775807 END, s[4], s[5], s[6],
-                CASE WHEN s[3] = 1 THEN '' ELSE '@' || s[3] || 'ms' END);
-    END IF;
-    RETURN ARRAY[id >> (s[5] + s[6])::int, (id >> s[6]::int) & ((1::bigint << s[5]::int) - 1), id & ((1::bigint << s[6]::int) - 1)];
-END $$;
-
 CREATE FUNCTION snowflake_timestamp(id bigint) RETURNS timestamptz
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.ts_of_ms((snowflake_id_portable.settings())[2]
-        + (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[1] * (snowflake_id_portable.settings())[3])
+    SELECT snowflake_id_layout.ts_of_ms((snowflake_id_portable.settings())[2]
+        + (snowflake_id_layout.parts(id, snowflake_id_portable.settings()))[1] * (snowflake_id_portable.settings())[3])
 $$;
 COMMENT ON FUNCTION snowflake_timestamp(bigint) IS 'The start of the tick a snowflake id was minted in';
 
 CREATE FUNCTION snowflake_shard(id bigint) RETURNS int
-LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[2]::int $$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_layout.parts(id, snowflake_id_portable.settings()))[2]::int $$;
 COMMENT ON FUNCTION snowflake_shard(bigint) IS 'The shard a snowflake id was minted for';
 
 CREATE FUNCTION snowflake_seq(id bigint) RETURNS int
-LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.settings()))[3]::int $$;
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$ SELECT (snowflake_id_layout.parts(id, snowflake_id_portable.settings()))[3]::int $$;
 COMMENT ON FUNCTION snowflake_seq(bigint) IS 'A snowflake id''s position in its shard''s tick';
 
 CREATE FUNCTION snowflake_decode(id bigint, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
-    FROM snowflake_id_portable.parts(id, snowflake_id_portable.settings()) p, snowflake_id_portable.settings() s
+    SELECT snowflake_id_layout.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
+    FROM snowflake_id_layout.parts(id, snowflake_id_portable.settings()) p, snowflake_id_portable.settings() s
 $$;
 COMMENT ON FUNCTION snowflake_decode(bigint) IS 'The creation time (start of its tick), shard and sequence of a snowflake id';
 
--- The tick holding a time under the settings `s` (a settings() array): 22008 for infinity and
--- times outside the layout.
-CREATE FUNCTION snowflake_id_portable.tick_at(ts timestamptz, s bigint[]) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
-DECLARE
-    ms numeric;
-BEGIN
-    IF NOT isfinite(ts) THEN
-        RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
-            DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
-    END IF;
-    ms := floor(extract(epoch FROM ts) * 1000);
-    IF ms < s[2] OR ms >= s[2] + 2::numeric ^ s[4] * s[3] THEN
-        RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_portable.format_ms(ms) USING ERRCODE = '22008',
-            DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_portable.format_ms(s[2]),
-                snowflake_id_portable.format_ms(s[2] + 2::numeric ^ s[4] * s[3] - 1));
-    END IF;
-    RETURN div(ms - s[2], s[3])::bigint;
-END $$;
-
 CREATE FUNCTION snowflake_min_id(ts timestamptz) RETURNS bigint
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int
+    SELECT snowflake_id_layout.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int
 $$;
 COMMENT ON FUNCTION snowflake_min_id(timestamptz) IS 'The smallest id any shard can mint in the tick holding ts';
 
 CREATE FUNCTION snowflake_max_id(ts timestamptz) RETURNS bigint
 LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT (snowflake_id_portable.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) | ((1::bigint << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) - 1)
+    SELECT (snowflake_id_layout.tick_at(ts, snowflake_id_portable.settings()) << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) | ((1::bigint << ((snowflake_id_portable.settings())[5] + (snowflake_id_portable.settings())[6])::int) - 1)
 $$;
 COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard can mint in the tick holding ts';
 
+------------------------------------------------------------------------------------------------
 -- The readers again, with the layout and epoch as arguments instead of the configuration: IMMUTABLE,
 -- so that generated columns, expression indexes, CHECK constraints and partitioning tools can use
--- them. The same results and SQLSTATEs as the native edition's.
+-- them. The same results and SQLSTATEs as the native edition's. Plain functions over
+-- snowflake_id_layout and pg_catalog only (see snowflake_id_layout above): they outlive the
+-- counters.
+
 CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.ts_of_ms(s[2] + (snowflake_id_portable.parts(id, s))[1] * s[3])
-    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT snowflake_id_layout.ts_of_ms(s[2] + (snowflake_id_layout.parts(id, s))[1] * s[3])
+    FROM snowflake_id_layout.named(layout, epoch) s
 $$;
 COMMENT ON FUNCTION snowflake_timestamp(bigint, text, timestamptz) IS 'The start of the tick a snowflake id was minted in, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_shard(id bigint, layout text) RETURNS int
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), 0)))[2]::int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[2]::int
 $$;
 COMMENT ON FUNCTION snowflake_shard(bigint, text) IS 'The shard a snowflake id was minted for, under the layout given';
 
 CREATE FUNCTION snowflake_seq(id bigint, layout text) RETURNS int
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT (snowflake_id_portable.parts(id, snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), 0)))[3]::int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[3]::int
 $$;
 COMMENT ON FUNCTION snowflake_seq(bigint, text) IS 'A snowflake id''s position in its shard''s tick, under the layout given';
 
+-- The native edition's is snowflake_timestamp, snowflake_shard and snowflake_seq in turn: their
+-- checks, in that order.
 CREATE FUNCTION snowflake_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.ts_of_ms(s[2] + p[1] * s[3]), p[2]::int, p[3]::int
-    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s,
-         snowflake_id_portable.parts(id, s) p
-$$;
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    s CONSTANT bigint[] := snowflake_id_layout.named(layout, epoch);
+    p bigint[];
+BEGIN
+    ts := snowflake_id_layout.ts_of_ms(s[2] + (snowflake_id_layout.parts(id, s))[1] * s[3]);
+    p := snowflake_id_layout.parts(id, snowflake_id_layout.named(layout));
+    shard := p[2];
+    seq := p[3];
+END $$;
 COMMENT ON FUNCTION snowflake_decode(bigint, text, timestamptz) IS 'The creation time (start of its tick), shard and sequence of a snowflake id, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_min_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT snowflake_id_portable.tick_at(ts, s) << (s[5] + s[6])::int
-    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT snowflake_id_layout.tick_at(ts, s) << (s[5] + s[6])::int
+    FROM snowflake_id_layout.named(layout, epoch) s
 $$;
 COMMENT ON FUNCTION snowflake_min_id(timestamptz, text, timestamptz) IS 'The smallest id any shard can mint in the tick holding ts, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_max_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT (snowflake_id_portable.tick_at(ts, s) << (s[5] + s[6])::int) | ((1::bigint << (s[5] + s[6])::int) - 1)
-    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (snowflake_id_layout.tick_at(ts, s) << (s[5] + s[6])::int) | ((1::bigint << (s[5] + s[6])::int) - 1)
+    FROM snowflake_id_layout.named(layout, epoch) s
 $$;
 COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The largest id any shard can mint in the tick holding ts, under the layout and epoch given';
 
@@ -717,9 +769,9 @@ COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The lar
 -- table is partitioned by id (pg_partman's integer interval). 22023 for months or years, and for a
 -- span that is not 1 to 2^time_bits - 1 whole ticks.
 CREATE FUNCTION snowflake_id_interval(span interval, layout text) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    w CONSTANT int[] := snowflake_id_portable.widths(layout);
+    s CONSTANT bigint[] := snowflake_id_layout.named(layout);
     us numeric;
 BEGIN
     IF extract(month FROM span) <> 0 OR extract(year FROM span) <> 0 THEN
@@ -727,13 +779,13 @@ BEGIN
             HINT = 'Give the span in days or smaller units; for calendar months, use snowflake_partitions().';
     END IF;
     us := extract(epoch FROM span) * 1000000;
-    IF us <= 0 OR us % (1000 * w[4]) <> 0 OR us / (1000 * w[4]) > 2::numeric ^ w[1] - 1 THEN
+    IF us <= 0 OR us % (1000 * s[3]) <> 0 OR us / (1000 * s[3]) > 2::numeric ^ s[4] - 1 THEN
         RAISE EXCEPTION 'a span of % ms does not fit the snowflake layout', trim_scale(us / 1000)
             USING ERRCODE = '22023',
-            DETAIL = format('Under snowflake layout %s/%s/%s%s, a span is 1 to %s ticks of %s ms, with no months or years.', w[1], w[2], w[3],
-                CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END, (2::numeric ^ w[1] - 1)::bigint, w[4]);
+            DETAIL = format('Under snowflake layout %s, a span is 1 to %s ticks of %s ms, with no months or years.',
+                snowflake_id_layout.spelling(ARRAY[s[4], s[5], s[6], s[3]]::int[]), (2::numeric ^ s[4] - 1)::bigint, s[3]);
     END IF;
-    RETURN ((us / (1000 * w[4]))::bigint) << (w[2] + w[3]);
+    RETURN ((us / (1000 * s[3]))::bigint) << (s[5] + s[6])::int;
 END $$;
 COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a span of time holds across every shard of a layout: a partition''s width';
 
@@ -742,10 +794,10 @@ COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a spa
 CREATE FUNCTION snowflake_partitions(first timestamptz, last timestamptz, step interval, layout text, epoch timestamptz,
                                      OUT starts timestamptz, OUT ends timestamptz, OUT lower_id bigint, OUT upper_id bigint)
 RETURNS SETOF record
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT b.s, b.e, snowflake_id_portable.tick_at(b.s, l) << (l[5] + l[6])::int, snowflake_id_portable.tick_at(b.e, l) << (l[5] + l[6])::int
-    FROM snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch)) l,
-         pg_catalog.generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT b.s, b.e, snowflake_id_layout.tick_at(b.s, l) << (l[5] + l[6])::int, snowflake_id_layout.tick_at(b.e, l) << (l[5] + l[6])::int
+    FROM snowflake_id_layout.named(layout, epoch) l,
+         generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
          LATERAL (SELECT g AT TIME ZONE 'UTC' AS s, (g + step) AT TIME ZONE 'UTC' AS e) b
 $$;
 COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, text, timestamptz) IS 'The id bounds of partitions of one step each, in UTC, from first until one holds last';
@@ -753,11 +805,11 @@ COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, tex
 -- The id of a time, shard and position under a layout and epoch: for backfilling rows of past times
 -- on a shard no database mints for (docs/partitioning.md).
 CREATE FUNCTION snowflake_compose(ts timestamptz, shard int, seq int, layout text, epoch timestamptz) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    s CONSTANT bigint[] := snowflake_id_portable.layout_of(snowflake_id_portable.widths(layout), snowflake_id_portable.epoch_ms_of(epoch));
-    tick CONSTANT bigint := snowflake_id_portable.tick_at(ts, s);
-    kind CONSTANT text := format('%s/%s/%s%s', s[4], s[5], s[6], CASE WHEN s[3] = 1 THEN '' ELSE '@' || s[3] || 'ms' END);
+    s CONSTANT bigint[] := snowflake_id_layout.named(layout, epoch);
+    tick CONSTANT bigint := snowflake_id_layout.tick_at(ts, s);
+    kind CONSTANT text := snowflake_id_layout.spelling(ARRAY[s[4], s[5], s[6], s[3]]::int[]);
 BEGIN
     IF shard < 0 OR shard >= 1::bigint << s[5]::int THEN
         RAISE EXCEPTION 'shard % is out of range', shard USING ERRCODE = '22003',
@@ -771,6 +823,9 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION snowflake_compose(timestamptz, int, int, text, timestamptz) IS 'The snowflake id of a time, shard and position under the layout and epoch given';
 
+------------------------------------------------------------------------------------------------
+-- Layout figures.
+
 -- The figures of a layout: the configured one, or any a DBA is weighing.
 -- (The figures are computed by snowflake_id_portable.figures: PL/pgSQL cannot name an argument
 -- and a result column alike, as this signature, the native edition's, does.)
@@ -781,12 +836,12 @@ CREATE FUNCTION snowflake_id_portable.figures(l text, e timestamptz,
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = snowflake_id_portable, pg_temp AS $$
 DECLARE
     s CONSTANT bigint[] := snowflake_id_portable.settings();
-    w int[] := CASE WHEN l IS NULL THEN ARRAY[s[4], s[5], s[6], s[3]]::int[] ELSE snowflake_id_portable.widths(l) END;
-    epoch_ms bigint := CASE WHEN e IS NULL THEN s[2] ELSE snowflake_id_portable.epoch_ms_of(e) END;
-    end_ms numeric := (snowflake_id_portable.layout_of(w, epoch_ms))[2] + 2::numeric ^ w[1] * w[4] - 1;
+    w int[] := CASE WHEN l IS NULL THEN ARRAY[s[4], s[5], s[6], s[3]]::int[] ELSE snowflake_id_layout.widths(l) END;
+    epoch_ms bigint := CASE WHEN e IS NULL THEN s[2] ELSE snowflake_id_layout.epoch_ms(e) END;
+    end_ms numeric := (snowflake_id_layout.layout_of(w, epoch_ms))[2] + 2::numeric ^ w[1] * w[4] - 1;
 BEGIN
     layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
-    epoch := snowflake_id_portable.ts_of_ms(epoch_ms);
+    epoch := snowflake_id_layout.ts_of_ms(epoch_ms);
     time_bits := w[1];
     shard_bits := w[2];
     seq_bits := w[3];
@@ -794,7 +849,7 @@ BEGIN
     max_shard := (1 << w[2]) - 1;
     ids_per_ms := (2::numeric ^ w[3] / w[4])::double precision;
     ids_per_second := (2::numeric ^ w[3] * 1000 / w[4])::bigint;
-    last_timestamp := CASE WHEN end_ms >= 9224318016000000 THEN 'infinity'::timestamptz ELSE snowflake_id_portable.ts_of_ms(end_ms) END;
+    last_timestamp := CASE WHEN end_ms >= 9224318016000000 THEN 'infinity'::timestamptz ELSE snowflake_id_layout.ts_of_ms(end_ms) END;
     lifetime_years := (2::numeric ^ w[1] * w[4] / 31557600000)::double precision;
 END $$;
 
@@ -810,13 +865,14 @@ COMMENT ON FUNCTION snowflake_layout(text, timestamptz) IS 'The figures of a sno
 ------------------------------------------------------------------------------------------------
 -- Text forms: Crockford base32 of fixed width, which sorts like the value. 13 characters for a
 -- snowflake id, the 26 of a ULID for a UUID. Decoding is strict: exactly the width, the alphabet
--- in either case, no aliases.
+-- in either case, no aliases. IMMUTABLE, and plain functions over snowflake_id_layout and
+-- pg_catalog, as the readers with a layout argument are.
 
 -- 22P02 for a text that is not the width in bytes, has a character outside the alphabet (ASCII
 -- only: no upper(), which maps look-alikes such as U+017F onto letters), or is too large. The
 -- alphabet is spelled out in both cases: its lower-case letters (from position 33) are digits 10
 -- to 31. Every character before the first bad one is ASCII, so its position is also its byte's.
-CREATE FUNCTION snowflake_id_portable.base32_digits(t text, kind text, width int) RETURNS int[]
+CREATE FUNCTION snowflake_id_layout.base32_digits(t text, kind text, width int) RETURNS int[]
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     digits int[] := '{}';
@@ -848,7 +904,7 @@ BEGIN
     END IF;
     FOR i IN 0 .. least(octet_length(b), 32) - 1 LOOP
         shown := shown || CASE WHEN get_byte(b, i) BETWEEN 32 AND 126 THEN chr(get_byte(b, i))
-                               ELSE '\x' || lpad(to_hex(get_byte(b, i)), 2, '0') END;
+                               ELSE chr(92) || 'x' || lpad(to_hex(get_byte(b, i)), 2, '0') END;
     END LOOP;
     IF octet_length(t) > 32 THEN
         shown := shown || '...';
@@ -872,12 +928,12 @@ END $$;
 COMMENT ON FUNCTION snowflake_to_text(bigint) IS 'The 13-character text of a snowflake id: Crockford base32, which sorts like the ids';
 
 CREATE FUNCTION snowflake_from_text(t text) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     id bigint := 0;
     d int;
 BEGIN
-    FOREACH d IN ARRAY snowflake_id_portable.base32_digits(t, 'a snowflake id''s text', 13) LOOP
+    FOREACH d IN ARRAY snowflake_id_layout.base32_digits(t, 'a snowflake id''s text', 13) LOOP
         id := (id << 5) | d;
     END LOOP;
     RETURN id;
@@ -898,13 +954,13 @@ END $$;
 COMMENT ON FUNCTION uuid_to_ulid(uuid) IS 'The ULID text of a UUID: for a UUIDv7, the ULID of the same time and bits';
 
 CREATE FUNCTION ulid_to_uuid(t text) RETURNS uuid
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = snowflake_id_portable, pg_temp AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     bits varbit := B'';
     hex text := '';
     d int;
 BEGIN
-    FOREACH d IN ARRAY snowflake_id_portable.base32_digits(t, 'a ULID', 26) LOOP
+    FOREACH d IN ARRAY snowflake_id_layout.base32_digits(t, 'a ULID', 26) LOOP
         bits := bits || d::bit(5);
     END LOOP;
     FOR i IN 0 .. 31 LOOP
@@ -975,7 +1031,7 @@ BEGIN
     cur := snowflake_id_portable.config_of(in_force);
     PERFORM snowflake_id_portable.settle_gen(cur.serial);
     s := snowflake_id_portable.settings_of(cur);
-    w := snowflake_id_portable.widths(coalesce(configure.layout, cur.layout));
+    w := snowflake_id_layout.widths(coalesce(configure.layout, cur.layout));
     new_layout := w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END;
     new_epoch := coalesce(configure.epoch, cur.epoch);
     IF NOT isfinite(new_epoch) OR new_epoch < 'epoch' OR new_epoch > now() THEN
@@ -1018,7 +1074,7 @@ COMMENT ON FUNCTION snowflake_portable_configure(text, timestamptz, text) IS 'Ch
 -- SELECT snowflake_id_advance(...) when moving to it.
 CREATE FUNCTION snowflake_id_portable.high_water(s bigint[]) RETURNS timestamptz
 LANGUAGE sql VOLATILE SET search_path = snowflake_id_portable, pg_temp AS $$
-    SELECT greatest(snowflake_id_portable.ts_of_ms(s[2] + (l[1] + 1) * s[3]), snowflake_id_portable.ts_of_ms(l[2] + 1))
+    SELECT greatest(snowflake_id_layout.ts_of_ms(s[2] + (l[1] + 1) * s[3]), snowflake_id_layout.ts_of_ms(l[2] + 1))
     FROM snowflake_id_portable.latest(s) l
 $$;
 
@@ -1052,7 +1108,7 @@ BEGIN
     PERFORM snowflake_id_portable.not_configuring();
     PERFORM snowflake_id_portable.settle_gen(in_force);
     s := snowflake_id_portable.settings_of(snowflake_id_portable.config_of(in_force));
-    tick := snowflake_id_portable.tick_at(ts, s);
+    tick := snowflake_id_layout.tick_at(ts, s);
     ms := floor(extract(epoch FROM ts) * 1000);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.snowflake_words', (tick + 1) * (1::bigint << s[6]::int) + s[8]);
     PERFORM snowflake_id_portable.raise_to('snowflake_id_portable.owned_words', (tick + 1) * (greatest(s[7], 1) << s[6]::int) + s[9]);

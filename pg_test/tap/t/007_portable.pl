@@ -12,7 +12,9 @@
 # - a streaming standby promoted with its clock a minute behind continues above every id the old
 #   primary committed;
 # - pg_dump / pg_restore into a new database, with the clock a minute behind: the configuration
-#   travels, and the next ids are above the restored ones, with no manual step.
+#   travels, and the next ids are above the restored ones, with no manual step; a table whose
+#   generated columns and expression index are made of the IMMUTABLE functions restores (pg_restore
+#   runs with an empty search_path) and takes rows.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -310,6 +312,14 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	# pg_dump / pg_restore into a new database, the clock a minute behind.
 	set_clock($node, '+0');
 	start_with_clock($node);
+	app_psql($node, 'appdb', q{
+		CREATE TABLE events (
+			id bigint PRIMARY KEY DEFAULT snowflake_next(),
+			shard int GENERATED ALWAYS AS (snowflake_shard(id, 'default')) STORED,
+			made_at timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id, 'default', '2025-01-01 00:00+00')) STORED,
+			CHECK (snowflake_seq(id, 'default') >= 0));
+		CREATE INDEX events_second ON events (date_trunc('second', snowflake_timestamp(id, 'default', '2025-01-01 00:00+00') AT TIME ZONE 'UTC'));
+		INSERT INTO events DEFAULT VALUES;});
 	my $dump = $node->basedir . '/appdb.dump';
 	$node->command_ok([ $node->installed_command('pg_dump'), '-Fc', '-f', $dump, '-d', $node->connstr('appdb') . ' user=app' ],
 		"PG $major: pg_dump of the database, as its owner");
@@ -323,6 +333,10 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 		FROM (SELECT snowflake_next() AS id FROM generate_series(1, 2000)) x});
 	cmp_ok($first, '>', $dumped, "PG $major: the restored database's next ids are above the restored ones, with no manual step");
 	is($shards, 't', "PG $major: the restored database keeps its shards (0-127)");
+	is(app_psql($node, 'restored', q{
+		INSERT INTO events DEFAULT VALUES;
+		SELECT count(*) FILTER (WHERE shard = snowflake_shard(id) AND made_at = snowflake_timestamp(id)) FROM events}),
+		'2', "PG $major: the table over the IMMUTABLE functions, its expression index included, restores and takes rows");
 	$node->stop;
 }
 

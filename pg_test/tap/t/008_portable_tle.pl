@@ -6,7 +6,9 @@
 #   with pg_extension_config_dump), and the next ids are above the restored ones.
 # - Portable to native: a database whose portable ids run 15 s ahead is restored onto a
 #   server with the native extension; after the documented switch, the first native id is above
-#   every portable id.
+#   every portable id, and a table whose generated columns, expression index and CHECK constraint
+#   are made of the IMMUTABLE functions takes rows as before, with the native functions' values.
+#   The same switch in place under pg_tle, where those functions are taken out of the extension.
 # - Native to portable: the reverse, restored without the extension into a database with the
 #   portable edition, on a clock a minute behind the native ids.
 use strict;
@@ -15,6 +17,39 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use SnowflakeNode;
+
+# A table whose generated columns, expression index and CHECK constraint are made of the portable
+# edition's IMMUTABLE functions (those a move to the native edition keeps), and rows in it.
+my $events = q{
+	CREATE TABLE events (
+		id bigint PRIMARY KEY DEFAULT snowflake_next(),
+		shard int GENERATED ALWAYS AS (snowflake_shard(id, 'default')) STORED,
+		made_at timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id, 'default', '2025-01-01 00:00+00')) STORED,
+		code text GENERATED ALWAYS AS (snowflake_to_text(id)) STORED,
+		CHECK (id >= snowflake_min_id('2025-01-02 00:00+00', 'default', '2025-01-01 00:00+00') AND snowflake_seq(id, 'default') >= 0));
+	CREATE INDEX events_second ON events (date_trunc('second', snowflake_timestamp(id, 'default', '2025-01-01 00:00+00') AT TIME ZONE 'UTC'));
+	INSERT INTO events (id) SELECT snowflake_next() FROM generate_series(1, 100);};
+
+# After a move to the native edition (in schema snowflake): a row goes into that table, every
+# row's columns are what the native functions give, the index finds them and the CHECK refuses.
+sub events_work
+{
+	my ($node, $db, $what, $shard) = @_;
+	is($node->safe_psql($db, q{INSERT INTO events DEFAULT VALUES RETURNING shard}), $shard,
+		"$what: a row goes into the table of generated columns over the IMMUTABLE functions, from the native generator");
+	is($node->safe_psql($db, q{
+		SELECT count(*), count(*) FILTER (WHERE shard = snowflake.snowflake_shard(id) AND made_at = snowflake.snowflake_timestamp(id)
+		                                    AND code = snowflake.snowflake_to_text(id))
+		FROM events}), '101|101', "$what: its columns hold the native functions' values, for the portable rows and the native one");
+	is($node->safe_psql($db, q{
+		REINDEX TABLE events;
+		SET enable_seqscan = off;
+		SELECT count(*) FROM events
+		WHERE date_trunc('second', snowflake_timestamp(id, 'default', '2025-01-01 00:00+00') AT TIME ZONE 'UTC') >= '2025-01-02'}),
+		'101', "$what: the expression index rebuilds and finds the rows");
+	my ($rc, $out, $err) = $node->psql($db, 'INSERT INTO events (id) VALUES (5)');
+	like($err, qr/violates check constraint/, "$what: the CHECK constraint holds");
+}
 
 my $dir = "$ENV{TESTDIR}/portable";
 -e "$dir/pg_tle.sql" or BAIL_OUT("$dir/pg_tle.sql is missing: pg_test/tap.sh copies sql/portable");
@@ -76,7 +111,8 @@ for my $major (split ' ', $ENV{SFID_TLE} // '15 18')
 		SELECT snowflake_portable_configure(shards => '5');
 		CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), note text);
 		SELECT snowflake_portable_advance(now() + interval '15 seconds');
-		INSERT INTO orders (note) SELECT 'portable' FROM generate_series(1, 2000);});
+		INSERT INTO orders (note) SELECT 'portable' FROM generate_series(1, 2000);
+		$events});
 	$dump = $node->basedir . '/portable.dump';
 	$node->command_ok([ $node->installed_command('pg_dump'), '-Fc', '-f', $dump, '-d', $node->connstr('portable') ], "PG $major: pg_dump of the portable database");
 	$node->safe_psql('postgres', 'CREATE DATABASE native OWNER app');
@@ -88,18 +124,58 @@ for my $major (split ' ', $ENV{SFID_TLE} // '15 18')
 		CREATE EXTENSION snowflake_id SCHEMA snowflake;
 		SELECT snowflake.snowflake_id_advance(public.snowflake_portable_high_water());
 		ALTER TABLE orders ALTER COLUMN id SET DEFAULT snowflake.snowflake_next();
+		ALTER TABLE events ALTER COLUMN id SET DEFAULT snowflake.snowflake_next();
 		DROP SCHEMA snowflake_id_portable CASCADE;
 		DROP FUNCTION public.snowflake_next(int), public.snowflake_next(), public.uuidv7_next(),
 			public.snowflake_timestamp(bigint), public.snowflake_shard(bigint), public.snowflake_seq(bigint),
 			public.snowflake_decode(bigint), public.snowflake_min_id(timestamptz), public.snowflake_max_id(timestamptz),
-			public.snowflake_layout(text, timestamptz), public.snowflake_to_text(bigint), public.snowflake_from_text(text),
-			public.uuid_to_ulid(uuid), public.ulid_to_uuid(text), public.snowflake_portable_configure(text, timestamptz, text),
+			public.snowflake_layout(text, timestamptz), public.snowflake_portable_configure(text, timestamptz, text),
 			public.snowflake_portable_high_water(), public.snowflake_portable_advance(timestamptz);});
 	my ($native_first, $portable_max) = split /\|/, $node->safe_psql('native', qq{
 		INSERT INTO orders (note) VALUES ('native') RETURNING id, (SELECT max(id) FROM orders WHERE note = 'portable')});
 	cmp_ok($native_first, '>', $portable_max, "PG $major: after the switch the first native id is above every portable id");
 	is($node->safe_psql('native', "SELECT snowflake.snowflake_shard(max(id)) FROM orders WHERE note = 'native'"), '200',
 		"PG $major: and comes from the server's own shards");
+	events_work($node, 'native', "PG $major, portable to native", 200);
+	# What the switch keeps: the IMMUTABLE functions (plain ones) and their helpers' schema; no other
+	# function of the edition, nor its private schema.
+	is($node->safe_psql('native', q{
+		SELECT string_agg(p.proname, ' ' ORDER BY p.proname) || ' ' || bool_or(p.provolatile <> 'i' OR p.prosecdef)
+		FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace}),
+		'snowflake_compose snowflake_decode snowflake_from_text snowflake_id_interval snowflake_max_id snowflake_min_id '
+		  . 'snowflake_partitions snowflake_seq snowflake_shard snowflake_timestamp snowflake_to_text ulid_to_uuid uuid_to_ulid false',
+		"PG $major: the switch keeps the IMMUTABLE functions, plain ones, and drops every other function of the edition");
+	is($node->safe_psql('native', q{SELECT string_agg(nspname, ' ' ORDER BY nspname) FROM pg_namespace WHERE nspname LIKE 'snowflake_id%'}),
+		'snowflake_id_layout snowflake_id_private', "PG $major: and their helpers' schema, not the counters'");
+
+	# The same switch in place, under pg_tle: the IMMUTABLE functions and their schema are taken out
+	# of the extension before it is dropped (docs/managed.md).
+	$node->safe_psql('postgres', 'CREATE DATABASE tlemove OWNER tle');
+	$node->safe_psql('tlemove', 'CREATE EXTENSION pg_tle');
+	$node->command_ok($psql_as->('tle', 'tlemove', '-f', "$dir/pg_tle.sql"), "PG $major: pg_tle.sql registered in another database");
+	$as->('tle', 'tlemove', qq{
+		CREATE EXTENSION snowflake_id_portable;
+		SELECT snowflake_portable_configure(shards => '6');
+		$events});
+	$node->safe_psql('tlemove', q{
+		CREATE SCHEMA snowflake;
+		CREATE EXTENSION snowflake_id SCHEMA snowflake;
+		SELECT snowflake.snowflake_id_advance(public.snowflake_portable_high_water());
+		ALTER TABLE events ALTER COLUMN id SET DEFAULT snowflake.snowflake_next();
+		DO $$
+		DECLARE
+			f regprocedure;
+		BEGIN
+			FOR f IN SELECT p.oid FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+			         JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid AND d.deptype = 'e'
+			         WHERE e.extname = 'snowflake_id_portable' AND p.provolatile = 'i'
+			           AND p.pronamespace <> 'snowflake_id_portable'::regnamespace LOOP
+				EXECUTE format('ALTER EXTENSION snowflake_id_portable DROP FUNCTION %s', f);
+			END LOOP;
+		END $$;
+		ALTER EXTENSION snowflake_id_portable DROP SCHEMA snowflake_id_layout;
+		DROP EXTENSION snowflake_id_portable;});
+	events_work($node, 'tlemove', "PG $major, pg_tle to native", 200);
 
 	# Native to portable: native ids, restored without the extension.
 	$node->safe_psql('postgres', 'CREATE DATABASE fromnative OWNER app');
