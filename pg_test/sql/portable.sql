@@ -121,10 +121,46 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_compose(''2026-01-01'', 0, 256, ''javascript'', ''2025-01-01'')'),
              ('snowflake_compose(''2026-01-01'', 15, 255, ''javascript'', ''2025-01-01'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
+-- Layouts are read as the native edition reads them: at most 64 bytes, ASCII only, ASCII
+-- whitespace trimmed, presets in any ASCII case, numbers as Rust's u32 reads them (a +, leading
+-- zeros), and the bounds; and whatever the caller's collation (lower() and regular expressions
+-- follow it: under C.utf8, U+3000 is a space and upper-case letters have non-ASCII lower cases).
+-- For each spelling (its characters other than ASCII's printable ones in hexadecimal, and its
+-- length in bytes): the native edition's layout and the shard of an id (or the SQLSTATE), and
+-- whether the portable edition gives the same under every collation at hand.
+CREATE FUNCTION pg_temp.result(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE sql INTO r;
+    RETURN coalesce(r, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+WITH spelling(l) AS (
+         VALUES (E'\tdefault'), (E'default\n'), (E'\x0bDEFAULT\x0c\r'), (' Twitter '), ('SONYFLAKE'), ('JavaScript'),
+                ('+41/+13/+9'), ('0000000041/13/9'), (repeat('0', 50) || '41/13/9'), ('41/13/9@+0010ms'),
+                (E'41 /\t13/ 9 @ 10 ms'), ('39/16/8@10'), (repeat(' ', 57) || 'default'), (repeat(' ', 58) || 'default'),
+                ('41/13/9@10MS'), ('41/13/9@ms'), ('41/13/9@'), ('41/13/9ms'), ('41/13/9@10msms'), ('41/13/9@10 m s'),
+                ('-41/13/9'), ('41/-0/9'), ('+/13/9'), ('++41/13/9'), ('41/+ 13/9'), ('41//13/9'), ('41/13'), ('41/13/9/1'),
+                ('41/13/9@10ms@'), ('4294967295/0/1'), ('4294967296/0/1'), ('41/13/9@4294967296ms'), ('41/13/9@0ms'),
+                ('41/13/9@1001ms'), ('0/13/9'), ('41/17/5'), ('41/13/0'), ('62/0/1@2ms'), ('1/0/1'),
+                (E'\x1cdefault'), (U&'41/13/9\3000'), (U&'\3000default'), (U&'default\00A0'), (U&'\FF14\FF11/13/9'),
+                (U&'\017Fonyflake'), (U&'tw\0131tter'), (U&'default\0085')),
+     colls AS (SELECT collname FROM pg_collation
+                   WHERE collname IN ('default', 'C', 'POSIX', 'ucs_basic', 'C.utf8', 'C.UTF-8', 'pg_c_utf8', 'pg_unicode_fast')
+                     AND collencoding IN (-1, pg_char_to_encoding(getdatabaseencoding())))
+SELECT (SELECT string_agg(CASE WHEN ascii(c) BETWEEN 32 AND 126 THEN c ELSE format('<%s>', to_hex(ascii(c))) END, '' ORDER BY i)
+        FROM unnest(string_to_array(l, NULL)) WITH ORDINALITY u(c, i)) AS layout, octet_length(l) AS bytes, native,
+       (SELECT bool_and(pg_temp.result(format('SELECT (portable.snowflake_layout(%L COLLATE %I)).layout || '' '' || portable.snowflake_shard(8405005, %L COLLATE %I)',
+                                             l, collname, l, collname)) = native)
+        FROM colls) AS portable_agrees
+FROM spelling,
+     LATERAL pg_temp.result(format('SELECT (public.snowflake_layout(%L)).layout || '' '' || public.snowflake_shard(8405005, %L)', l, l)) native;
 -- An IMMUTABLE function's result must not follow the caller's settings: the portable edition's
 -- IMMUTABLE functions, called under a search_path that puts look-alike functions and operators
 -- before pg_catalog's, and under another DateStyle, IntervalStyle and TimeZone, give what they
--- give under the defaults.
+-- give under the defaults (the collation: above).
 CREATE SCHEMA decoy;
 CREATE FUNCTION decoy.plus(timestamp, interval) RETURNS timestamp LANGUAGE sql AS 'SELECT $1';
 CREATE OPERATOR decoy.+ (LEFTARG = timestamp, RIGHTARG = interval, FUNCTION = decoy.plus);

@@ -136,48 +136,77 @@ SELECT pg_catalog.setval('snowflake_id_portable.gen', 0, true);
 -- this schema and pg_catalog: so a generated column, an expression index or a CHECK constraint
 -- made of them keeps working when the counters and the configuration (snowflake_id_portable) are
 -- gone, after a move to the native edition (docs/managed.md). Each pins its search_path to
--- pg_catalog (PostgreSQL never looks for functions or operators in pg_temp): an IMMUTABLE function
--- must give the same result whatever the caller's search_path, TimeZone or DateStyle.
+-- pg_catalog (PostgreSQL never looks for functions or operators in pg_temp), and reads text in the
+-- "C" collation or byte by byte: an IMMUTABLE function must give the same result whatever the
+-- caller's search_path, collation, TimeZone or DateStyle.
 
 CREATE SCHEMA snowflake_id_layout;
 COMMENT ON SCHEMA snowflake_id_layout IS 'Pure helpers of the snowflake_id portable edition''s IMMUTABLE functions: layouts, epochs, text forms';
 GRANT USAGE ON SCHEMA snowflake_id_layout TO PUBLIC;
 
--- The widths of a layout text: {time_bits, shard_bits, seq_bits, tick_ms}. 22023 for anything
--- the native edition refuses.
+-- The widths of a layout text: {time_bits, shard_bits, seq_bits, tick_ms}, as the native edition's
+-- parser reads it (src/core/layout.rs, Widths::parse, and src/api/mod.rs, layout_arg), with its
+-- messages: at most 64 bytes; ASCII only; ASCII whitespace (\t \n \v \f \r and space) trimmed; a
+-- preset in any ASCII case; or TIME/SHARD/SEQ, optionally @N or @Nms (ms in lower case), with
+-- whitespace around each field, each number as Rust's u32::from_str reads it (an optional +, then
+-- digits, leading zeros allowed, at most 4294967295); then the bounds. 22023 for anything else.
 CREATE FUNCTION snowflake_id_layout.widths(layout text) RETURNS int[]
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    spec text := btrim(layout);
+    -- What Rust's str::trim takes off ASCII text. (chr(), not backslash escapes, whose reading
+    -- depends on standard_conforming_strings.)
+    blanks CONSTANT text COLLATE pg_catalog."C" := chr(9) || chr(10) || chr(11) || chr(12) || chr(13) || ' ';
+    spec text COLLATE pg_catalog."C";
     m text[];
-    w int[];
+    w numeric[];
+    field CONSTANT text[] := '{time,shard,sequence}';
+    low CONSTANT int[] := '{1,0,1,1}';
+    high CONSTANT int[] := '{63,16,31,1000}';
 BEGIN
+    -- First, before anything reads the text: a long one costs nothing.
     IF octet_length(layout) > 64 THEN
         RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = format('the layout is %s bytes long, and it may be at most 64', octet_length(layout));
+            DETAIL = format('A layout of %s bytes is too long: a layout is at most 64 bytes, such as sonyflake or 39/16/8@10ms.',
+                            octet_length(layout));
     END IF;
-    CASE lower(spec)
+    spec := layout COLLATE pg_catalog."C";
+    IF spec ~ ('[^' || chr(1) || '-' || chr(127) || ']') THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = 'A layout is ASCII text, such as sonyflake or 39/16/8@10ms.';
+    END IF;
+    spec := btrim(spec, blanks);
+    CASE translate(spec, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
         WHEN 'default' THEN RETURN '{41,13,9,1}';
         WHEN 'twitter' THEN RETURN '{41,10,12,1}';
         WHEN 'sonyflake' THEN RETURN '{39,16,8,10}';
         WHEN 'javascript' THEN RETURN '{41,4,8,1}';
         ELSE NULL;
     END CASE;
-    m := regexp_match(spec, '^\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*(?:@\s*([0-9]{1,9})\s*(?:ms)?\s*)?$');
-    IF m IS NULL THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = format('"%s" is not a layout: use default, twitter, sonyflake, or TIME/SHARD/SEQ[@Nms]', left(spec, 32));
+    -- Every blank as a space; the numbers without their +.
+    m := regexp_match(translate(spec, blanks, '      '),
+                      '^ *[+]?([0-9]+) */ *[+]?([0-9]+) */ *[+]?([0-9]+) *(@ *[+]?([0-9]+) *(ms)?)? *$');
+    IF m IS NOT NULL THEN
+        w := ARRAY[m[1]::numeric, m[2]::numeric, m[3]::numeric, coalesce(m[5]::numeric, 1)];
     END IF;
-    w := ARRAY[m[1]::int, m[2]::int, m[3]::int, coalesce(m[4]::int, 1)];
+    IF m IS NULL OR greatest(w[1], w[2], w[3], w[4]) > 4294967295 THEN
+        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+            DETAIL = format('"%s" is not a snowflake layout. Use default, twitter, sonyflake, javascript, or TIME/SHARD/SEQ bit widths with an optional @Nms tick, such as 41/13/9 or 39/16/8@10ms.',
+                            CASE WHEN char_length(spec) <= 32 THEN spec
+                                 ELSE left(spec, 32) || CASE WHEN getdatabaseencoding() = 'UTF8' THEN chr(8230) ELSE '...' END END);
+    END IF;
     IF w[1] + w[2] + w[3] > 63 THEN
         RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = format('%s/%s/%s needs %s bits, and an id has 63', w[1], w[2], w[3], w[1] + w[2] + w[3]);
+            DETAIL = format('Layout %s/%s/%s needs %s bits, but ids have 63: the sign bit stays clear so that ids never go negative.',
+                            w[1], w[2], w[3], w[1] + w[2] + w[3]);
     END IF;
-    IF w[1] NOT BETWEEN 1 AND 63 OR w[2] NOT BETWEEN 0 AND 16 OR w[3] NOT BETWEEN 1 AND 31 OR w[4] NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'time takes 1 to 63 bits, shard 0 to 16, sequence 1 to 31, and a tick 1 to 1000 ms';
-    END IF;
-    RETURN w;
+    FOR i IN 1 .. 4 LOOP
+        IF w[i] NOT BETWEEN low[i] AND high[i] THEN
+            RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
+                DETAIL = CASE WHEN i = 4 THEN format('A tick of %s ms is out of range: it must be between 1 and 1000 ms.', w[4])
+                              ELSE format('A %s field of %s bits is out of range: it must be between %s and %s bits.', field[i], w[i], low[i], high[i]) END;
+        END IF;
+    END LOOP;
+    RETURN w::int[];
 END $$;
 
 -- The canonical spelling of widths, as the native edition writes it: 41/13/9, or 39/16/8@10ms.
@@ -870,7 +899,7 @@ BEGIN
         why := format('The text is %s bytes long, not %s.', octet_length(t), width);
     ELSE
         FOR i IN 1 .. char_length(t) LOOP
-            d := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz', substr(t, i, 1)) - 1;
+            d := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyz', substr(t COLLATE pg_catalog."C", i, 1)) - 1;
             IF d > 31 THEN
                 d := d - 22;
             END IF;
