@@ -119,7 +119,18 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_id_interval(''0'', ''default'')'), ('snowflake_id_interval(''70 years'', ''default'')'),
              ('snowflake_compose(''2026-01-01'', 16, 0, ''javascript'', ''2025-01-01'')'),
              ('snowflake_compose(''2026-01-01'', 0, 256, ''javascript'', ''2025-01-01'')'),
-             ('snowflake_compose(''2026-01-01'', 15, 255, ''javascript'', ''2025-01-01'')')) s(stmt),
+             ('snowflake_compose(''2026-01-01'', 15, 255, ''javascript'', ''2025-01-01'')'),
+             -- An infinite epoch is a timestamp out of range (22008), checked before the layout
+             -- where the native edition checks it first (but for snowflake_layout); so is a time
+             -- past an i64 of Unix microseconds (294247-01-10).
+             ('snowflake_timestamp(1, ''default'', ''infinity'')'), ('snowflake_timestamp(1, ''bogus'', ''infinity'')'),
+             ('snowflake_decode(1, ''default'', ''-infinity'')'), ('snowflake_min_id(''2026-01-01'', ''default'', ''infinity'')'),
+             ('snowflake_max_id(''2026-01-01'', ''bogus'', ''infinity'')'),
+             ('snowflake_compose(''2026-01-01'', 0, 0, ''default'', ''infinity'')'),
+             ('snowflake_partitions(''2026-01-01'', ''2026-02-01'', ''1 day'', ''bogus'', ''infinity'')'),
+             ('snowflake_layout(''default'', ''infinity'')'), ('snowflake_layout(''bogus'', ''-infinity'')'),
+             ('snowflake_timestamp(1, ''default'', ''1969-12-31 23:59:59.9995+00'')'),
+             ('snowflake_timestamp(1, ''default'', ''294250-01-01+00'')'), ('snowflake_min_id(''294250-01-01+00'', ''default'', ''2025-01-01'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
 -- Layouts are read as the native edition reads them: at most 64 bytes, ASCII only, ASCII
 -- whitespace trimmed, presets in any ASCII case, numbers as Rust's u32 reads them (a +, leading

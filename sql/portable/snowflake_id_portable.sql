@@ -229,16 +229,29 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
         || CASE WHEN mod(ms, 1000) = 0 THEN '' ELSE '.' || lpad(mod(mod(ms, 1000) + 1000, 1000)::text, 3, '0') END || '+00'
 $$;
 
--- The Unix millisecond of an epoch given as an argument: 22023 unless finite and at or after 1970.
-CREATE FUNCTION snowflake_id_layout.epoch_ms(epoch timestamptz) RETURNS bigint
+-- The Unix microsecond of a time: 22008 for an infinite one, and for one past an i64 of Unix
+-- microseconds (the year 294247; PostgreSQL's timestamps go on to 294276), as the native edition
+-- (src/runtime/timestamp.rs, unix_us) reads every time it is given.
+CREATE FUNCTION snowflake_id_layout.unix_us(ts timestamptz) RETURNS numeric
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    us numeric;
 BEGIN
-    IF NOT isfinite(epoch) OR epoch < 'epoch' THEN
-        RAISE EXCEPTION 'invalid snowflake layout' USING ERRCODE = '22023',
-            DETAIL = 'the epoch must be a finite time at or after 1970-01-01 00:00:00+00';
+    IF isfinite(ts) THEN
+        us := extract(epoch FROM ts) * 1000000;
     END IF;
-    RETURN floor(extract(epoch FROM epoch) * 1000)::bigint;
+    IF us IS NULL OR us > 9223372036854775807 THEN
+        RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
+            DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
+    END IF;
+    RETURN us;
 END $$;
+
+-- The Unix millisecond holding an epoch (22008 as unix_us()).
+CREATE FUNCTION snowflake_id_layout.epoch_ms(epoch timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT floor(snowflake_id_layout.unix_us(epoch) / 1000)::bigint
+$$;
 
 -- The layout of widths `w` (from widths()) from an epoch in Unix ms, as a settings() array
 -- {0, epoch ms, tick_ms, time_bits, shard_bits, seq_bits, 0, 0, 0}: 22023 for an epoch before 1970
@@ -257,11 +270,15 @@ BEGIN
     RETURN ARRAY[0, epoch_ms, w[4], w[1], w[2], w[3], 0, 0, 0];
 END $$;
 
--- The layout that a layout text and an epoch name: 22023 for either that is not one.
+-- The layout that a layout text and an epoch name, in the native edition's order: the epoch's
+-- 22008, then the layout's 22023, then the layout and epoch together (22023).
 CREATE FUNCTION snowflake_id_layout.named(layout text, epoch timestamptz) RETURNS bigint[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), snowflake_id_layout.epoch_ms(epoch))
-$$;
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ms CONSTANT bigint := snowflake_id_layout.epoch_ms(epoch);
+BEGIN
+    RETURN snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), ms);
+END $$;
 
 -- The same for the functions that take no epoch (the epoch plays no part in their results).
 CREATE FUNCTION snowflake_id_layout.named(layout text) RETURNS bigint[]
@@ -285,17 +302,13 @@ BEGIN
     RETURN ARRAY[id >> (s[5] + s[6])::int, (id >> s[6]::int) & ((1::bigint << s[5]::int) - 1), id & ((1::bigint << s[6]::int) - 1)];
 END $$;
 
--- The tick holding a time under the layout `s`: 22008 for infinity and times outside the layout.
+-- The tick holding a time under the layout `s`: 22008 for infinity (as unix_us()) and times
+-- outside the layout.
 CREATE FUNCTION snowflake_id_layout.tick_at(ts timestamptz, s bigint[]) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    ms numeric;
+    ms CONSTANT numeric := floor(snowflake_id_layout.unix_us(ts) / 1000);
 BEGIN
-    IF NOT isfinite(ts) THEN
-        RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
-            DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
-    END IF;
-    ms := floor(extract(epoch FROM ts) * 1000);
     IF ms < s[2] OR ms >= s[2] + 2::numeric ^ s[4] * s[3] THEN
         RAISE EXCEPTION 'timestamp % is outside the snowflake layout', snowflake_id_layout.format_ms(ms) USING ERRCODE = '22008',
             DETAIL = format('Snowflake ids cover %s to %s.', snowflake_id_layout.format_ms(s[2]),
@@ -727,8 +740,8 @@ COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard c
 ------------------------------------------------------------------------------------------------
 -- The readers again, with the layout and epoch as arguments instead of the configuration: IMMUTABLE,
 -- so that generated columns, expression indexes, CHECK constraints and partitioning tools can use
--- them. The same results and SQLSTATEs as the native edition's. Plain functions over
--- snowflake_id_layout and pg_catalog only (see snowflake_id_layout above): they outlive the
+-- them. The same results and SQLSTATEs as the native edition's, in the same order. Plain functions
+-- over snowflake_id_layout and pg_catalog only (see snowflake_id_layout above): they outlive the
 -- counters.
 
 CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz
