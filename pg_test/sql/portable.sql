@@ -47,7 +47,7 @@ FROM (SELECT id, (snowflake_decode(id)).* FROM (SELECT portable.snowflake_next(5
 SELECT count(*) AS figures_differ
 FROM (VALUES (NULL, NULL), ('default', NULL), ('twitter', '2010-11-04'), ('sonyflake', '2014-09-01'),
              ('39/16/8@10ms', NULL), (' 41/10/12 ', '2020-01-01'), ('50/5/8@1000ms', NULL), ('48/7/8@10ms', NULL),
-             ('1/0/1', '1970-01-01'), ('javascript', NULL)) v(l, e)
+             ('1/0/1', '1970-01-01'), ('javascript', NULL), ('62/0/1@2ms', '1970-01-01+00')) v(l, e)
 WHERE (SELECT row(f.*) FROM snowflake_layout(l, e::timestamptz) f) IS DISTINCT FROM
       (SELECT row(f.*) FROM portable.snowflake_layout(l, e::timestamptz) f);
 -- The javascript layout: 53 bits (every id below 2^53), 16 shards, 256 ids a millisecond per shard,
@@ -130,7 +130,12 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_partitions(''2026-01-01'', ''2026-02-01'', ''1 day'', ''bogus'', ''infinity'')'),
              ('snowflake_layout(''default'', ''infinity'')'), ('snowflake_layout(''bogus'', ''-infinity'')'),
              ('snowflake_timestamp(1, ''default'', ''1969-12-31 23:59:59.9995+00'')'),
-             ('snowflake_timestamp(1, ''default'', ''294250-01-01+00'')'), ('snowflake_min_id(''294250-01-01+00'', ''default'', ''2025-01-01'')')) s(stmt),
+             ('snowflake_timestamp(1, ''default'', ''294250-01-01+00'')'), ('snowflake_min_id(''294250-01-01+00'', ''default'', ''2025-01-01'')'),
+             -- The functions without an epoch check the layout with the default epoch: 2^62 ticks
+             -- of 2 ms from 2025 end beyond an i64 of milliseconds, from 1970 just within it.
+             ('snowflake_shard(1, ''62/0/1@2ms'')'), ('snowflake_seq(1, ''62/0/1@2ms'')'),
+             ('snowflake_id_interval(''2 ms'', ''62/0/1@2ms'')'), ('snowflake_timestamp(1, ''62/0/1@2ms'', ''1970-01-01+00'')'),
+             ('snowflake_decode(1, ''62/0/1@2ms'', ''1970-01-01+00'')'), ('snowflake_id_interval(''1 day'', ''bogus'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;
 -- Layouts are read as the native edition reads them: at most 64 bytes, ASCII only, ASCII
 -- whitespace trimmed, presets in any ASCII case, numbers as Rust's u32 reads them (a +, leading
