@@ -818,13 +818,14 @@ DECLARE
     s CONSTANT bigint[] := snowflake_id_layout.named(layout);
     us numeric;
 BEGIN
-    IF extract(month FROM span) <> 0 OR extract(year FROM span) <> 0 THEN
+    IF NOT isfinite(span) OR extract(month FROM span) <> 0 OR extract(year FROM span) <> 0 THEN
         RAISE EXCEPTION 'a span of months or years holds no fixed number of snowflake ids' USING ERRCODE = '22023',
             HINT = 'Give the span in days or smaller units; for calendar months, use snowflake_partitions().';
     END IF;
     us := extract(epoch FROM span) * 1000000;
     IF us <= 0 OR us % (1000 * s[3]) <> 0 OR us / (1000 * s[3]) > 2::numeric ^ s[4] - 1 THEN
-        RAISE EXCEPTION 'a span of % ms does not fit the snowflake layout', trim_scale(us / 1000)
+        RAISE EXCEPTION '%', CASE WHEN us > 9223372036854775807 THEN 'a span this long does not fit the snowflake layout'
+                                  ELSE format('a span of %s ms does not fit the snowflake layout', trim_scale(us / 1000)) END
             USING ERRCODE = '22023',
             DETAIL = format('Under snowflake layout %s, a span is 1 to %s ticks of %s ms, with no months or years.',
                 snowflake_id_layout.spelling(ARRAY[s[4], s[5], s[6], s[3]]::int[]), (2::numeric ^ s[4] - 1)::bigint, s[3]);
@@ -833,17 +834,73 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION snowflake_id_interval(interval, text) IS 'How many ids a span of time holds across every shard of a layout: a partition''s width';
 
--- The id bounds of the partitions that cover a time range, one step each in UTC (calendar months
--- included), from `first` until one holds `last`: FROM (lower_id) TO (upper_id).
+-- The id bounds of the partitions that cover a time range, in UTC whatever the TimeZone: partition
+-- k (from 0) starts at first + k * step (calendar months included, the day of the month clamped
+-- to a shorter month, as PostgreSQL adds an interval to a timestamp: from January 31 by a month,
+-- February 28, March 31, April 30), for as long as that start is at or before last, and ends where
+-- partition k + 1 starts. Its bounds: FROM (lower_id) TO (upper_id), each the snowflake_min_id of
+-- the time. The checks, in order (the native edition's): the layout and epoch; first and last
+-- finite (22008); a step with no negative part, not zero, and at least a tick long when it has no
+-- months or days (22023); then partition by partition, at most 100,000 (54000).
 CREATE FUNCTION snowflake_partitions(first timestamptz, last timestamptz, step interval, layout text, epoch timestamptz,
                                      OUT starts timestamptz, OUT ends timestamptz, OUT lower_id bigint, OUT upper_id bigint)
 RETURNS SETOF record
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT b.s, b.e, snowflake_id_layout.tick_at(b.s, l) << (l[5] + l[6])::int, snowflake_id_layout.tick_at(b.e, l) << (l[5] + l[6])::int
-    FROM snowflake_id_layout.named(layout, epoch) l,
-         generate_series(first AT TIME ZONE 'UTC', last AT TIME ZONE 'UTC', step) g,
-         LATERAL (SELECT g AT TIME ZONE 'UTC' AS s, (g + step) AT TIME ZONE 'UTC' AS e) b
-$$;
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    l CONSTANT bigint[] := snowflake_id_layout.named(layout, epoch);
+    most CONSTANT int := 100000;
+    months numeric;
+    days numeric;
+    micros numeric;
+    base timestamp;
+    upto timestamp;
+    t timestamp;
+    after timestamp;
+    k int := 0;
+BEGIN
+    PERFORM snowflake_id_layout.unix_us(first), snowflake_id_layout.unix_us(last);
+    -- The step's three fields, exactly: months, days, microseconds. (An infinite step, from
+    -- PostgreSQL 17: -infinity has negative fields; infinity has none, and no partition ends.)
+    IF isfinite(step) THEN
+        months := extract(year FROM step) * 12 + extract(month FROM step);
+        days := extract(day FROM step);
+        micros := extract(epoch FROM step - make_interval(months => months::int, days => days::int)) * 1000000;
+    END IF;
+    IF (NOT isfinite(step) AND step < interval '0') OR months < 0 OR days < 0 OR micros < 0
+       OR (months = 0 AND days = 0 AND micros < l[3] * 1000) THEN
+        RAISE EXCEPTION 'invalid partition step' USING ERRCODE = '22023',
+            DETAIL = format('A partition step is positive, has no negative part, and is at least one tick (%s ms) long.', l[3]);
+    END IF;
+    base := first AT TIME ZONE 'UTC';
+    upto := last AT TIME ZONE 'UTC';
+    -- Partition by partition, as the native edition makes them: the count, the end (the next
+    -- start), the lower bound, the upper bound. At most 100,000, however far apart first and
+    -- last are; the upper bound of one is the lower bound of the next.
+    t := base;
+    WHILE t <= upto LOOP
+        IF k = most THEN
+            RAISE EXCEPTION 'too many partitions' USING ERRCODE = '54000',
+                DETAIL = format('snowflake_partitions makes at most %s partitions in one call.', most);
+        END IF;
+        k := k + 1;
+        IF NOT isfinite(step) THEN
+            RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = '22008',
+                DETAIL = 'Infinite timestamps, and timestamps beyond PostgreSQL''s range, have no id.';
+        END IF;
+        -- k steps at once: the months, then the days, then the time (days and time are the same
+        -- in a timestamp without time zone, and a product with an interval goes through float8,
+        -- exact only to 2^53: so the microseconds are split into days and the rest of a day).
+        after := base + interval '1 month' * (k * months)::float8;
+        after := after + interval '1 day' * (k * days + div(k * micros, 86400000000))::float8
+                     + interval '1 microsecond' * mod(k * micros, 86400000000)::float8;
+        starts := t AT TIME ZONE 'UTC';
+        ends := after AT TIME ZONE 'UTC';
+        lower_id := CASE WHEN k = 1 THEN snowflake_id_layout.tick_at(starts, l) << (l[5] + l[6])::int ELSE upper_id END;
+        upper_id := snowflake_id_layout.tick_at(ends, l) << (l[5] + l[6])::int;
+        RETURN NEXT;
+        t := after;
+    END LOOP;
+END $$;
 COMMENT ON FUNCTION snowflake_partitions(timestamptz, timestamptz, interval, text, timestamptz) IS 'The id bounds of partitions of one step each, in UTC, from first until one holds last';
 
 -- The id of a time, shard and position under a layout and epoch: for backfilling rows of past times
