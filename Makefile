@@ -11,9 +11,9 @@ test:   ## set up from nothing and run every test (PG_VERSIONS="15 18" by defaul
 	bash scripts/test.sh
 
 bench:  ## benchmark the generators against nextval, gen_random_uuid() and the peers
+	bash scripts/bench-instructions.sh
 	bash scripts/bench.sh
 	bash scripts/bench-replay.sh
-	bash scripts/bench-instructions.sh
 	bash scripts/bench-isolation.sh
 
 bench-replay: ## how long a server takes to replay a long archive of reservation records
