@@ -126,6 +126,12 @@ static WARNED_UNASSIGNED: AtomicBool = AtomicBool::new(false);
 /// call of a backend, a set of `*` or a closed fence, `default_shard`, waits and errors.
 #[cold]
 pub fn next_owned_id_guarded() -> i64 {
+    // Without the preload no shard can mint, whatever the list says: say so first, so that the
+    // hint names the line that is missing rather than the shard list (at the default '*', fixing
+    // the list would only lead to this error).
+    if shmem::uuidv7_slot().is_err() {
+        errors::raise(errors::not_preloaded());
+    }
     let unassigned = guc::with_shard_set(|set| set.owned().is_none());
     match guc::default_shard() {
         // 0.1.0's configuration (a default shard, the list left at '*') keeps minting across an
@@ -161,7 +167,6 @@ pub fn next_owned_id_guarded() -> i64 {
             }
             id
         }
-        None if shmem::shard_slot(0).is_err() => errors::raise(errors::not_preloaded()),
         // No shard: the fence was closed at start by a list that did not parse, and may have
         // been fixed since.
         None if guc::reopen_fixed_fence() => next_owned_id_guarded(),
