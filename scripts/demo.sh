@@ -64,7 +64,7 @@ SELECT o.id, d.ts, d.shard, d.seq, o.client
 FROM (SELECT * FROM orders ORDER BY id DESC LIMIT 5) o, snowflake_decode(o.id) d
 ORDER BY o.id;
 
-\echo 'Ids per millisecond (the default layout allows 512 per shard; this server owns 8):'
+\echo 'Ids per millisecond (the default layout allows 512 per shard; this server owns 128):'
 SELECT max(n) AS busiest_ms, round(avg(n), 1) AS average FROM (
   SELECT count(*) n FROM orders GROUP BY snowflake_timestamp(id)) s;
 
