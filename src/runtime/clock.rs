@@ -93,6 +93,11 @@ impl Clock for WallClock {
 /// signal (a query cancel, a termination, a reload) ends the wait early, and the death of the
 /// postmaster ends the process. The caller holds no lock or shared state across it.
 pub fn wait_on_latch_ms(ms: u64) {
+    wait_on_latch_as(ms, pg_sys::PG_WAIT_EXTENSION);
+}
+
+/// [`wait_on_latch_ms`], shown in `pg_stat_activity` as `wait_event` (one of PostgreSQL's).
+pub fn wait_on_latch_as(ms: u64, wait_event: u32) {
     let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
     // SAFETY: MyLatch is this process's own latch, reset before looking at why it was set.
     unsafe {
@@ -100,7 +105,7 @@ pub fn wait_on_latch_ms(ms: u64) {
             pg_sys::MyLatch,
             events as std::ffi::c_int,
             ms.min(i32::MAX as u64) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
+            wait_event,
         );
         pg_sys::ResetLatch(pg_sys::MyLatch);
     }

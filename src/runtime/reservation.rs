@@ -186,39 +186,87 @@ fn write_durably(r: &Reservation) -> io::Result<()> {
 
 /// Makes sure an id starting at `word_unix_ms` may be issued, renewing the reservation if it is
 /// due. With `must`, the caller cannot issue until the reservation covers the word, so it waits
-/// for the lock; otherwise the renewal is opportunistic and skipped if another backend holds it.
+/// for the lock, and for the synchronous standbys where there are some; otherwise the renewal is
+/// opportunistic: skipped if another backend holds the lock, and left to be published by a later
+/// call once the standbys have it.
+///
+/// Where `synchronous_standby_names` names standbys, a renewal is written (file, then WAL) under
+/// the lock but published only once they have flushed its record (`crate::runtime::wal`): it is
+/// left pending in shared memory, and the lock released, while a caller that needs it waits for
+/// them, interruptibly. A cancelled wait publishes nothing; the renewal stays pending for the next
+/// call. So no id is handed out under a reservation a promoted synchronous standby would not have.
 ///
 /// # Errors
 /// An I/O error writing the file (SQLSTATE 58030). The reservation is unchanged then, so no id
 /// past it is issued: the server fails closed. Also the generators' refusal, when a start found
-/// a file they cannot continue from: the file is never overwritten then.
+/// a file they cannot continue from: the file is never overwritten then. A cancel or timeout while
+/// waiting for the standbys (57014), as for a commit.
 pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     // The refusal is only ever cleared, never set, once the server runs: checking it before
     // taking the lock is enough to never overwrite a file the generators refused.
     if shmem::refusal().is_some() {
         recover()?;
     }
-    let Some(lock) = ReservationLock::acquire(must) else {
-        // Without the lock (only when not preloaded, as acquire(true) always gets it), a
-        // mandatory renewal cannot happen: fail rather than let the caller retry forever.
-        return if must { Err(errors::not_preloaded()) } else { Ok(()) };
-    };
-    // Someone may have renewed while we waited.
-    let current = shmem::reserved_until();
-    let covered = if must { word_unix_ms < current } else { !rules::due_for_renewal(current, word_unix_ms) };
-    if covered {
-        return Ok(());
+    // Whether a reservation up to `until` lets the caller go on: past the word for a caller that
+    // must have it, far enough past for an opportunistic one.
+    let enough = |until: i64| if must { word_unix_ms < until } else { !rules::due_for_renewal(until, word_unix_ms) };
+    let standbys_have = |lsn: u64| !wal::standbys_required() || wal::standbys_flushed() >= lsn;
+    loop {
+        // An opportunistic call whose renewal is written and still on its way to the standbys
+        // has nothing to do: the lock is not taken on every id until they answer.
+        if let Some((until, _, lsn)) = shmem::pending_reservation() {
+            if !must && enough(until) && !standbys_have(lsn) {
+                return Ok(());
+            }
+        }
+        let Some(lock) = ReservationLock::acquire(must) else {
+            // Without the lock (only when not preloaded, as acquire(true) always gets it), a
+            // mandatory renewal cannot happen: fail rather than let the caller retry forever.
+            return if must { Err(errors::not_preloaded()) } else { Ok(()) };
+        };
+        let pending = shmem::pending_reservation();
+        if let Some((_, _, lsn)) = pending {
+            if standbys_have(lsn) {
+                lock.publish_pending();
+            }
+        }
+        // Someone may have renewed while we waited.
+        let current = shmem::reserved_until();
+        if enough(current) {
+            return Ok(());
+        }
+        let lsn = match shmem::pending_reservation() {
+            // Written already, waiting for the standbys.
+            Some((until, _, lsn)) if enough(until) => lsn,
+            _ => {
+                // Beyond what is published and what is pending (a pending renewal is never
+                // moved back).
+                let base = current.max(pending.map_or(i64::MIN, |(until, _, _)| until));
+                let target = rules::renewal_target(base, word_unix_ms, clock::now_unix_ms());
+                // The file records when it was written by the real clock, never shifted by
+                // snowflake_id.debug_clock_offset: a restart takes it as the last time the clock
+                // was seen.
+                let written_at = sysclock::real_unix_ms();
+                if let Err(e) = write_durably(&Reservation::new(guc::layout(), target, written_at)) {
+                    drop(lock);
+                    return Err(errors::reservation_io("write", &e));
+                }
+                // Into the WAL before any id under it is issued: standbys replay it
+                // (crate::runtime::wal).
+                let lsn = wal::log_reservation(target, written_at);
+                lock.set_pending(target, written_at, lsn);
+                if standbys_have(lsn) {
+                    lock.publish_pending();
+                    return Ok(());
+                }
+                lsn
+            }
+        };
+        drop(lock);
+        if !must {
+            return Ok(());
+        }
+        // No lock is held: the wait lasts as long as the standbys take, and a cancel ends it.
+        wal::wait_for_standbys(lsn);
     }
-    let target = rules::renewal_target(current, word_unix_ms, clock::now_unix_ms());
-    // The file records when it was written by the real clock, never shifted by
-    // snowflake_id.debug_clock_offset: a restart takes it as the last time the clock was seen.
-    let written_at = sysclock::real_unix_ms();
-    let written = write_durably(&Reservation::new(guc::layout(), target, written_at));
-    if written.is_ok() {
-        // Into the WAL before any id under it is issued: standbys replay it (crate::runtime::wal).
-        wal::log_reservation(target, written_at);
-        lock.publish(target, written_at);
-    }
-    drop(lock);
-    written.map_err(|e| errors::reservation_io("write", &e))
 }

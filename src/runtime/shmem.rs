@@ -20,6 +20,11 @@
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
 //!                                           server's own shards (borrowed ahead of the clock, maybe)
 //!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
+//!   pending_until_unix_ms     AtomicI64     a renewed reservation on disk and in the WAL, not yet
+//!                                           published: it waits for the synchronous standbys
+//!                                           (i64::MIN when none)
+//!   pending_written_at        AtomicI64     when that renewal was written
+//!   pending_lsn               AtomicU64     the end of its WAL record
 //!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //!   verdicts                  [Verdict; 64] the last good check of a database's record, for a
@@ -81,6 +86,16 @@
 //!   error (errors are raised after release), and PostgreSQL releases it on any error anyway.
 //!   On a standby the startup process takes it to replay a reservation from the WAL
 //!   (`crate::runtime::reservation::replay`): file first, then publish, as a renewal does.
+//! - **`pending_*`**: where `synchronous_standby_names` names standbys, a renewal is published only
+//!   once they have flushed its record (`crate::runtime::wal::wait_for_standbys`), and no lock is
+//!   held across that wait, which lasts as long as the standbys take (an LWLock cannot be
+//!   cancelled). So the lock holder that wrote a renewal leaves it here, unpublished, with its
+//!   record's end, and releases the lock; any backend then publishes it, under the lock, once the
+//!   standbys' flush position has passed that end, or once no standby is required any more. The
+//!   three fields are written only under the lock, and `pending_until_unix_ms` only grows until it
+//!   is published, which sets it back to `i64::MIN`. A published reservation is always one a
+//!   pending renewal covered, and the file and the WAL hold the pending one already, so a crash
+//!   with a renewal pending loses nothing: the next start reads the file, which is ahead.
 //!
 //! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
 //!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
@@ -158,6 +173,9 @@ struct Header {
     checked_next: AtomicU64,
     owned_minted_tick: AtomicU64,
     owned_clock_tick: AtomicU64,
+    pending_until_unix_ms: AtomicI64,
+    pending_written_at: AtomicI64,
+    pending_lsn: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
     verdicts: [Verdict; VERDICTS],
 }
@@ -341,6 +359,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
             (&raw mut (*base).shard_count).write(shard_count as u64);
             (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
             (*base).refusal.store(refusal, Ordering::Relaxed);
+            (*base).pending_until_unix_ms.store(i64::MIN, Ordering::Relaxed);
             // Every generator starts at the reservation, above every id issued before, with the
             // clock last seen when the file was written.
             let slots = base.add(1).cast::<Slot>();
@@ -577,6 +596,15 @@ pub fn reserved_until() -> i64 {
     segment().map_or(i64::MIN, |s| s.header().reserved_until_unix_ms.load(Ordering::Acquire))
 }
 
+/// The renewal waiting for the synchronous standbys, if any: (reserved until, written at, the end
+/// of its WAL record).
+pub fn pending_reservation() -> Option<(i64, i64, u64)> {
+    let h = segment().ok()?.header();
+    let until = h.pending_until_unix_ms.load(Ordering::Acquire);
+    (until != i64::MIN)
+        .then(|| (until, h.pending_written_at.load(Ordering::Relaxed), h.pending_lsn.load(Ordering::Relaxed)))
+}
+
 /// The latest tick `snowflake_next()` minted at, from the server's shards; 0 without preload.
 #[inline]
 pub fn owned_minted_tick() -> u64 {
@@ -651,6 +679,27 @@ impl ReservationLock {
     pub fn publish_loaded(&self, reserved_until_unix_ms: i64) {
         if let Ok(seg) = segment() {
             seg.header().reserved_until_unix_ms.fetch_max(reserved_until_unix_ms, Ordering::AcqRel);
+        }
+    }
+
+    /// Leaves a renewal that is on disk and in the WAL (its record ending at `lsn`) to be published
+    /// once the synchronous standbys have flushed that far ([`ReservationLock::publish_pending`]).
+    pub fn set_pending(&self, reserved_until_unix_ms: i64, written_at_unix_ms: i64, lsn: u64) {
+        if let Ok(seg) = segment() {
+            let h = seg.header();
+            h.pending_written_at.store(written_at_unix_ms, Ordering::Relaxed);
+            h.pending_lsn.store(lsn, Ordering::Relaxed);
+            h.pending_until_unix_ms.store(reserved_until_unix_ms, Ordering::Release);
+        }
+    }
+
+    /// Publishes the pending renewal, if there is one, and clears it.
+    pub fn publish_pending(&self) {
+        if let Some((until, written_at, _)) = pending_reservation() {
+            self.publish(until, written_at);
+            if let Ok(seg) = segment() {
+                seg.header().pending_until_unix_ms.store(i64::MIN, Ordering::Release);
+            }
         }
     }
 

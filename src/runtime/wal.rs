@@ -13,6 +13,18 @@
 //! The record is also flushed at once, so that ids handed out without being stored (returned
 //! to a client) are covered as soon as the standby receives the WAL.
 //!
+//! **Synchronous standbys.** A commit waits for them; an id does not commit (an autocommit
+//! `SELECT snowflake_next()` has no transaction id, and an id leaves with the result, before any
+//! commit). So where `synchronous_standby_names` names standbys, a renewed reservation is
+//! published only once they have flushed its record ([`standbys_flushed`]), whatever
+//! `synchronous_commit` the session sets: one session's renewal covers every session's ids, and
+//! a promoted synchronous standby then continues above every id handed out. That is a wait per
+//! renewal, never per id (`crate::runtime::reservation::renew`). While the standbys do not
+//! answer, ids keep coming from the reservation in force (half a second ahead of the clock), then
+//! the calls that need a renewal wait, as commits do, shown as `IPC`/`SyncRep` in
+//! `pg_stat_activity`, until the standbys answer, `synchronous_standby_names` is emptied (read
+//! at the next statement), or the call is cancelled (57014, publishing nothing).
+//!
 //! **The record is versioned by its kind** (the high bits of `info`): `XLOG_RESERVATION` (0x10)
 //! is the 16-byte record every release since 0.2.0 writes. A later format gets a new kind, and
 //! redo stops recovery with FATAL on any kind or length it does not know, as core resource
@@ -106,9 +118,10 @@ mod imp {
         }
     }
 
-    /// Writes a renewed reservation to the WAL and flushes it. The caller holds the reservation
-    /// lock and has put the reservation on disk; it publishes it afterwards.
-    pub fn log_reservation(until_unix_ms: i64, written_at_unix_ms: i64) {
+    /// Writes a renewed reservation to the WAL and flushes it; returns the end of its record. The
+    /// caller holds the reservation lock and has put the reservation on disk; it publishes it
+    /// afterwards (once the synchronous standbys have the record, where there are some).
+    pub fn log_reservation(until_unix_ms: i64, written_at_unix_ms: i64) -> u64 {
         let data = encode(until_unix_ms, written_at_unix_ms);
         // SAFETY: the standard insertion sequence; the data outlives XLogInsert, which copies it.
         unsafe {
@@ -119,6 +132,44 @@ mod imp {
             pg_sys::XLogRegisterData(data.as_ptr().cast_mut().cast(), RECORD_LEN as _);
             let lsn = pg_sys::XLogInsert(RMGR_ID, XLOG_RESERVATION);
             pg_sys::XLogFlush(lsn);
+            lsn
+        }
+    }
+
+    /// Whether a renewed reservation must reach synchronous standbys before it is published:
+    /// `synchronous_standby_names` names some, as this backend last read the setting (a reload
+    /// reaches a backend between statements), and the server may have standbys at all
+    /// (`max_wal_senders`), as PostgreSQL decides for a commit. `synchronous_commit` plays no
+    /// part: it is a session's, and a renewal covers every session's ids.
+    pub fn standbys_required() -> bool {
+        // SAFETY: plain reads of settings this process owns; SyncRepConfig is the parsed
+        // synchronous_standby_names, null when it is empty.
+        unsafe { pg_sys::max_wal_senders > 0 && !pg_sys::SyncRepConfig.is_null() }
+    }
+
+    /// How far the synchronous standbys have flushed the WAL: what the walsenders last released
+    /// commits up to (`WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH]`), which only grows, and which they
+    /// keep whether or not a commit waits. Read without `SyncRepLock` as one aligned 8-byte
+    /// load, which is never torn; a stale value only makes a caller wait a little longer.
+    pub fn standbys_flushed() -> u64 {
+        // SAFETY: WalSndCtl points into shared memory for the server's life (null only outside
+        // a server); `lsn` precedes every field whose layout a minor release changed.
+        unsafe {
+            let ctl = pg_sys::WalSndCtl;
+            if ctl.is_null() {
+                return 0;
+            }
+            std::ptr::read_volatile(&raw const (*ctl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize])
+        }
+    }
+
+    /// Waits until the synchronous standbys have flushed the WAL up to `lsn`, or none is required
+    /// any more; interruptible as any wait of a query (a cancel raises 57014 here). The caller
+    /// holds no lock. The walsenders wake only the commits they queued, so this looks every
+    /// millisecond, on the process latch, shown as PostgreSQL's own `SyncRep` wait event.
+    pub fn wait_for_standbys(lsn: u64) {
+        while standbys_required() && standbys_flushed() < lsn {
+            crate::runtime::clock::wait_on_latch_as(1, pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP);
         }
     }
 
@@ -185,10 +236,21 @@ mod imp {
     }
 }
 
+/// PostgreSQL 14: no record, so nothing for a standby to flush, and nothing to wait for (a
+/// promoted standby starts from its own clock and file; `snowflake_id_advance` covers the rest).
 #[cfg(feature = "pg14")]
 mod imp {
     pub fn init(_replay: super::Replay) {}
-    pub fn log_reservation(_until_unix_ms: i64, _written_at_unix_ms: i64) {}
+    pub fn log_reservation(_until_unix_ms: i64, _written_at_unix_ms: i64) -> u64 {
+        0
+    }
+    pub fn standbys_required() -> bool {
+        false
+    }
+    pub fn standbys_flushed() -> u64 {
+        0
+    }
+    pub fn wait_for_standbys(_lsn: u64) {}
 }
 
-pub use imp::{init, log_reservation};
+pub use imp::{init, log_reservation, standbys_flushed, standbys_required, wait_for_standbys};
