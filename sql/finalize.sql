@@ -100,7 +100,12 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
 -- a dump or pg_upgrade carries. A restore into a database that already has the extension adds the
 -- dumped rows to its own: any row that names another space than the server's makes snowflake_next
 -- refuse, and the latest floor counts. A row without a floor (a dump from 0.2.0, a row a DBA adds)
--- gets 'infinity': unknown. The trigger makes backends that already checked read it again. Its
+-- gets 'infinity': unknown. So does the row written here: the floor is written in place by the
+-- first id past it, and where that write fails (a minor release without the in-place API, the row
+-- locked), 'infinity' makes a restore wait out the horizon, where '-infinity' (nothing minted)
+-- would make it wait for nothing. The first id of the database waits out the horizon once (about
+-- 2 s with the default settings), then writes a floor of its own. The trigger makes backends that
+-- already checked read it again. Its
 -- replica identity is a unique index on the columns the extension never writes in place, so that a
 -- publication FOR ALL TABLES replicates its UPDATEs and DELETEs (the floors differ on each side:
 -- logical replication does not carry in-place writes). It lives in a schema of its own that PUBLIC
@@ -133,7 +138,7 @@ REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_private.snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
-INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, minted_before) SELECT layout, epoch, '-infinity' FROM snowflake_layout();
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
 
 -- ------------------------------------------ Text forms ------------------------------------------
 

@@ -5,8 +5,9 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 \set VERBOSITY default
 
--- CREATE EXTENSION recorded the server's layout and epoch, and that nothing was minted yet;
--- pg_dump dumps the table's rows. Only superusers write it; PUBLIC does not read it, the
+-- CREATE EXTENSION recorded the server's layout and epoch, and an unknown floor ('infinity'),
+-- which the first id replaces with a floor of its own (a write that fails leaves a restore
+-- waiting out the horizon, never "nothing minted"); pg_dump dumps the table's rows. Only superusers write it; PUBLIC does not read it, the
 -- database's owner does (its pg_dump dumps the rows). It lives in a schema of its own that
 -- PUBLIC may not use, so that no plain role can even name it, and so lock it.
 SELECT layout, epoch, minted_before FROM snowflake_id_private.snowflake_id_space;

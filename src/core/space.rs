@@ -36,12 +36,13 @@ pub const HORIZON_HEADROOM_MS: i64 = 250;
 /// What one row says about the ids minted in its database (`minted_before`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MintedBefore {
-    /// `-infinity`: none yet (the row `CREATE EXTENSION` writes).
+    /// `-infinity`: none yet (a row written by hand, or by `CREATE EXTENSION` before 0.4.0).
     Nothing,
     /// Every id lies before this Unix millisecond.
     At(i64),
-    /// `infinity`: not known (a row restored from a release before the floor, or a record
-    /// without the column). Any id may be stored, as far ahead as the horizon.
+    /// `infinity`: not known (the row `CREATE EXTENSION` writes, until the first id writes a
+    /// floor; a row restored from a release before the floor, or a record without the column).
+    /// Any id may be stored, as far ahead as the horizon.
     Unknown,
 }
 
