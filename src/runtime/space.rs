@@ -138,6 +138,24 @@ pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
     if !on_record {
         errors::raise(errors::trigger_not_on_record("snowflake_id_space_changed"));
     }
+    // The INSERT of CREATE EXTENSION's script: into snowflake_id_private.snowflake_id_space, created
+    // in this very transaction. (An update script's INSERT, as from 0.1.0 to 0.2.0, went into a
+    // record in the extension's schema, which may sit beside ids from anywhere.)
+    // SAFETY: the trigger manager's TriggerData and relation, as above; creating_extension is set
+    // while an extension's script runs.
+    let creating = unsafe {
+        let data = (*fcinfo).context as *mut pg_sys::TriggerData;
+        let rel = (*data).tg_relation;
+        let schema = pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace);
+        pg_sys::creating_extension
+            && (*data).tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_INSERT
+            && (*rel).rd_createSubid != 0 // InvalidSubTransactionId: created in this transaction
+            && !schema.is_null()
+            && std::ffi::CStr::from_ptr(schema) == RECORD_SCHEMA
+    };
+    if creating {
+        created_here();
+    }
     shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
         register_xact_callback(PgXactCallbackEvent::Commit, || {
@@ -358,17 +376,39 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     }
     // The same rows in another order (an UPDATE or VACUUM FULL moves them) are the same record.
     recorded.sort_by(|a, b| (&a.layout, a.epoch_unix_ms).cmp(&(&b.layout, b.epoch_unix_ms)));
+    Ok(Record::Read(recorded, fingerprint(identities)))
+}
+
+/// The fingerprint of a record: FNV-1a over its rows' layouts, epochs (Unix ms) and record times
+/// (Unix µs), in order, not their floors, which the extension advances itself. Never zero, which
+/// marks a free registry entry.
+fn fingerprint(mut identities: Vec<(String, i64, i64)>) -> u32 {
     identities.sort();
-    // FNV-1a over the rows' layouts, epochs and record times, not their floors, which the
-    // extension advances itself.
     let mut hash: u32 = 0x811c_9dc5;
     for (layout, epoch, at) in &identities {
         for b in layout.bytes().chain(epoch.to_le_bytes()).chain(at.to_le_bytes()) {
             hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
         }
     }
-    // Zero marks a free registry entry.
-    Ok(Record::Read(recorded, hash | 1))
+    hash | 1
+}
+
+/// The row `CREATE EXTENSION` writes into a new record (the server's layout and epoch, the
+/// transaction's start, an unknown floor): a record made on this server, in this run, under which
+/// the database can hold no id but this server's, and those lie below its generators. Its first
+/// id need not wait for the unknown floor, so it counts as checked, under the fingerprint the new
+/// record will have. A record that changes afterwards (a restore adds the dumped rows) has another
+/// fingerprint, and is waited for; so is one after a restart, once, until a floor is written.
+fn created_here() {
+    let layout = guc::layout();
+    // SAFETY: plain reads of this backend's database and of the transaction's start, which is
+    // what the row's recorded_at (DEFAULT now()) holds.
+    let (database, start_pg_us) =
+        unsafe { (u32::from(pg_sys::MyDatabaseId), pg_sys::GetCurrentTransactionStartTimestamp()) };
+    if let Some(at) = time::unix_us_from_pg_us(start_pg_us) {
+        let row = (layout.widths().to_string(), layout.epoch_unix_ms(), at);
+        shmem::mark_database_checked(database, fingerprint(vec![row]));
+    }
 }
 
 /// What [`find_record_table`] found.
