@@ -503,6 +503,29 @@ pub fn generators_disabled(refusal: Refusal, why: &str) -> ErrorReport {
     .set_hint(hint)
 }
 
+/// A reservation replayed from the WAL while the server's reservation file belongs to another
+/// layout: recovery stops (FATAL), since the file is never replaced.
+pub fn replay_other_layout(until_unix_ms: i64) -> ErrorReport {
+    let file = crate::core::reservation::FILE_NAME;
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "cannot keep a replayed snowflake_id reservation: the reservation file \"{file}\" belongs to another \
+            layout"
+        ),
+        FUNC,
+    )
+    .set_detail(format!(
+        "The WAL reserves ids until {}; this server's snowflake_id.layout and snowflake_id.epoch are not the file's, \
+        and a file of another layout is never overwritten.",
+        time::format_unix_ms(until_unix_ms)
+    ))
+    .set_hint(
+        "Recovery stops here. Give this server the primary's snowflake_id.layout and snowflake_id.epoch (those the \
+        file was written with), then start it again; it replays this record again.",
+    )
+}
+
 /// `why` with its first letter in upper case, as a DETAIL sentence starts.
 fn capitalized(why: &str) -> String {
     let mut chars = why.chars();

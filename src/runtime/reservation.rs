@@ -97,7 +97,8 @@ fn replace_unusable(until: i64) -> Result<(), ErrorReport> {
 ///
 /// A write failure stops recovery (FATAL): a restartpoint after this record would let its WAL go,
 /// and the reservation would then be held by no durable place. Started again, the server replays
-/// from its last restartpoint, before this record, and writes the file then.
+/// from its last restartpoint, before this record, and writes the file then. So does a file from
+/// another layout than the server's, which is never replaced.
 pub fn replay(until: i64, written_at: i64) {
     if cfg!(any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")) {
         return;
@@ -105,6 +106,11 @@ pub fn replay(until: i64, written_at: i64) {
     let Some(lock) = ReservationLock::acquire(true) else { return };
     let refused = shmem::refusal();
     if refused == Some(Refusal::OtherLayout) {
+        // The file is never replaced (its ids may share tables with this layout's), so the record
+        // cannot be kept: stop recovery, as for a file that cannot be written, rather than let a
+        // restartpoint pass a reservation no durable place holds.
+        drop(lock);
+        errors::replay_other_layout(until).report(PgLogLevel::FATAL);
         return;
     }
     // A reservation that already covers the record is enough only once it is known to be on

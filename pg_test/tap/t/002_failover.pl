@@ -3,7 +3,8 @@
 # with -9 and the standby promoted with pg_ctl promote, nothing else. Every id minted after the
 # promotion is above every id in the replicated tables: snowflake shards and UUIDv7, including
 # a table without an index. The promoted standby's reservation, replayed from the WAL, is checked
-# on its own too. Then a standby that cannot write a replayed reservation stops recovery.
+# on its own too. Then a standby that cannot write a replayed reservation stops recovery, and so
+# does one whose reservation file belongs to another layout than its settings.
 use strict;
 use warnings;
 use FindBin;
@@ -112,6 +113,35 @@ for my $major (@majors)
 			SELECT (SELECT reserved_until FROM snowflake_id_reservation()) > (SELECT max(snowflake_timestamp(id)) FROM sf)}),
 		't', "PostgreSQL $major: started again, it replayed the reservation above every id");
 	$standby2->stop;
+
+	# So does one whose reservation file belongs to another layout than its settings (a standby
+	# set up with another snowflake_id.layout): the file is never replaced, so the replayed
+	# reservation cannot be kept, and a restartpoint must not pass it (0.3.0 skipped it). Given
+	# the primary's layout and started again, it follows.
+	$standby->backup('base3');
+	my $standby3 = PostgreSQL::Test::Cluster->new("standby3_$major", install_path => install_path($major));
+	$standby3->init_from_backup($standby, 'base3', has_streaming => 1);
+	$standby3->append_conf('postgresql.conf', "snowflake_id.layout = 'twitter'");
+	$standby3->start;
+	$standby->safe_psql('postgres', 'SELECT snowflake_id_advance(clock_timestamp() + interval \'1 s\')');
+	$standby->safe_psql('postgres', 'INSERT INTO sf (batch) SELECT 3 FROM generate_series(1, 2000)');
+	$stopped = 0;
+	for (1 .. 300)
+	{
+		if (!-f $standby3->data_dir . '/postmaster.pid') { $stopped = 1; last; }
+		select(undef, undef, undef, 0.1);
+	}
+	ok($stopped, "PostgreSQL $major: a standby whose reservation file belongs to another layout stops at a replayed reservation");
+	like(slurp_file($standby3->logfile), qr/FATAL:\s+cannot keep a replayed snowflake_id reservation/,
+		"PostgreSQL $major: it says why, with FATAL");
+	$standby3->adjust_conf('postgresql.conf', 'snowflake_id.layout', undef);
+	$standby3->_update_pid(0);
+	$standby3->start;
+	$standby->wait_for_catchup($standby3);
+	is( $standby3->safe_psql('postgres', q{
+			SELECT (SELECT reserved_until FROM snowflake_id_reservation()) > (SELECT max(snowflake_timestamp(id)) FROM sf)}),
+		't', "PostgreSQL $major: with the primary's layout, it replayed the reservation above every id");
+	$standby3->stop;
 	$standby->stop;
 }
 
