@@ -30,8 +30,8 @@ use crate::core::time::{self, NS_PER_US};
 use crate::core::uuidv7;
 use crate::runtime::{errors, timestamp, uuidv7 as generator};
 
-fn encode(word: u64) -> pgrx::Uuid {
-    pgrx::Uuid::from_bytes(generator::encode(word))
+fn encode(word: u64, shifted: bool) -> pgrx::Uuid {
+    pgrx::Uuid::from_bytes(generator::encode(word, shifted))
 }
 
 /// The word moved by `shift`, with PostgreSQL's calendar arithmetic (`timestamptz + interval`),
@@ -52,17 +52,19 @@ fn shifted(word: u64, shift: Interval) -> Result<u64, ErrorReport> {
     uuidv7::shift_word(word, i128::from(delta_us) * i128::from(NS_PER_US)).ok_or_else(out_of_range)
 }
 
-/// A new UUIDv7, greater than every UUIDv7 this server generated before.
+/// A new UUIDv7, greater than every UUIDv7 this server generated before without a shift.
 #[pg_extern(volatile, parallel_unsafe)]
 fn uuidv7_next() -> pgrx::Uuid {
-    encode(generator::next_word())
+    encode(generator::next_word(), false)
 }
 
-/// A new UUIDv7 whose time is moved by `shift` (PostgreSQL 18's `uuidv7(interval)`). Shifted
-/// values are unique, but sort by their shifted time, not in generation order.
+/// A new UUIDv7 whose time is moved by `shift` (PostgreSQL 18's `uuidv7(interval)`). It sorts by
+/// its shifted time, not in generation order, and may lie ahead of later unshifted ones. It never
+/// equals an unshifted UUIDv7 (`uuidv7::SHIFTED_BIT`); two shifted ones whose words meet (two
+/// shifts that differ as much as their calls' times) differ in their 61 random bits.
 #[pg_extern(volatile, parallel_unsafe, name = "uuidv7_next")]
 fn uuidv7_next_shifted(shift: Interval) -> Result<pgrx::Uuid, ErrorReport> {
-    Ok(encode(shifted(generator::next_word(), shift)?))
+    Ok(encode(shifted(generator::next_word(), shift)?, true))
 }
 
 /// PostgreSQL 18's `uuidv7()`, as `uuidv7_next()`: monotonic across every backend.
@@ -151,6 +153,18 @@ mod tests {
                 AND '017F22E2-79B0-7CC3-98C4-DC0C0C07398F'::uuid BETWEEN uuidv7_min_id('2022-02-22 19:22:22+00')
                                                                   AND uuidv7_max_id('2022-02-22 19:22:22+00')
                 AND uuidv7_timestamp('017F22E2-79B0-7CC3-98C4-DC0C0C07398F') = '2022-02-22 19:22:22.000797+00'",
+        );
+        assert_eq!(ok, Ok(Some(true)));
+    }
+
+    #[pg_test]
+    fn a_shifted_uuidv7_never_equals_an_unshifted_one() {
+        // The top bit of rand_b (bit 5 of byte 8) is set in every shifted UUIDv7 and clear in
+        // every other: a shifted word that the generator reaches later cannot repeat a UUID.
+        let ok = Spi::get_one::<bool>(
+            "SELECT bool_and(get_byte(uuid_send(s), 8) & 32 = 32) AND bool_and(get_byte(uuid_send(u), 8) & 32 = 0)
+                AND bool_and(substr(s::text, 20, 1) IN ('a', 'b')) AND bool_and(substr(u::text, 20, 1) IN ('8', '9'))
+             FROM (SELECT uuidv7_next(interval '2 ms') s, uuidv7_next() u FROM generate_series(1, 1000)) g",
         );
         assert_eq!(ok, Ok(Some(true)));
     }

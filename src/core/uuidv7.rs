@@ -34,6 +34,22 @@ pub const MAX_UNIX_MS: u64 = (1 << 48) - 1;
 pub const TIMELINE: Timeline =
     Timeline { origin_unix_ms: 0, tick_ms: 1, low_bits: FRACTION_BITS, max_tick: MAX_UNIX_MS, sub_tick_fraction: true };
 
+/// The top bit of rand_b (bit 5 of byte 8): set in a UUIDv7 whose time was shifted
+/// (`uuidv7_next(shift)`), clear in one at the generator's own time. A shifted word may be one the
+/// generator reaches later (a shift into the future), and this bit keeps the two UUIDs apart, so
+/// that an unshifted UUIDv7 never equals any other this server generated. The other 61 bits stay
+/// random.
+pub const SHIFTED_BIT: u64 = 1 << 61;
+
+/// The 62 bits of rand_b for `rand62`: [`SHIFTED_BIT`] set for a shifted UUIDv7, clear otherwise.
+pub const fn tail(rand62: u64, shifted: bool) -> u64 {
+    if shifted {
+        rand62 | SHIFTED_BIT
+    } else {
+        rand62 & !SHIFTED_BIT
+    }
+}
+
 /// Lays out a UUIDv7 from a generator word (`unix_ms << 12 | fraction`) and 62 random bits.
 pub const fn encode(word: u64, rand62: u64) -> [u8; 16] {
     let ms = word >> FRACTION_BITS;
@@ -148,6 +164,18 @@ mod tests {
             *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
         }
         out
+    }
+
+    #[test]
+    fn the_shifted_bit_tells_the_two_apart_and_leaves_the_rest() {
+        for r in [0, u64::MAX, 0x1555_5555_5555_5555, SHIFTED_BIT] {
+            let (plain, moved) = (encode(7, tail(r, false)), encode(7, tail(r, true)));
+            assert_eq!((plain[8] & 0x20, moved[8] & 0x20), (0, 0x20));
+            assert!(is_rfc_variant(&plain) && is_rfc_variant(&moved));
+            let mut same = moved;
+            same[8] &= !0x20;
+            assert_eq!(same, plain, "only that bit differs");
+        }
     }
 
     #[test]

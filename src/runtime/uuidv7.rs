@@ -27,12 +27,13 @@ pub fn next_word() -> u64 {
     generate::next_word(slot, &uuidv7::TIMELINE, &guc::uuidv7_clock_policy(), Generator::Uuidv7)
 }
 
-/// The UUIDv7 of `word`, with 62 bits of this backend's random stream as its tail.
-pub fn encode(word: u64) -> [u8; 16] {
+/// The UUIDv7 of `word`, with this backend's random stream as its tail, whose top bit says
+/// whether its time was shifted (`uuidv7::SHIFTED_BIT`).
+pub fn encode(word: u64, shifted: bool) -> [u8; 16] {
     // SAFETY: a plain read of this process's pid, set by PostgreSQL at process start.
     let pid = unsafe { pg_sys::MyProcPid };
     let tail = TAIL_RNG
         .with_borrow_mut(|rng| rng.next_u62(pid, os_seed))
         .unwrap_or_else(|e| errors::raise(errors::no_entropy(e)));
-    uuidv7::encode(word, tail)
+    uuidv7::encode(word, uuidv7::tail(tail, shifted))
 }
