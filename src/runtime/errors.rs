@@ -526,6 +526,34 @@ pub fn replay_other_layout(until_unix_ms: i64) -> ErrorReport {
     )
 }
 
+/// A call in a database whose record another transaction is still changing, after waiting.
+pub fn record_change_running(xid: u32, waited_ms: u128) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        format!("transaction {xid} is changing this database's record of its id space"),
+        FUNC,
+    )
+    .set_detail(format!(
+        "Ids in this database wait for such a change to commit or roll back, since the ids it records may lie \
+        ahead of this server's; this call waited {waited_ms} ms (snowflake_id.max_rewind_wait)."
+    ))
+    .set_hint(
+        "A restore or an UPDATE of snowflake_id_private.snowflake_id_space is running: ids in this database resume \
+        when it ends. Restore into a database that no session mints in.",
+    )
+}
+
+/// The record's trigger could not note its transaction: as many others are changing records.
+pub fn too_many_record_changes() -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        "too many transactions are changing records of id spaces at once",
+        FUNC,
+    )
+    .set_detail("The server follows at most 32 uncommitted changes of snowflake_id_space, in all databases.")
+    .set_hint("Commit or roll back the others first.")
+}
+
 /// `why` with its first letter in upper case, as a DETAIL sentence starts.
 fn capitalized(why: &str) -> String {
     let mut chars = why.chars();

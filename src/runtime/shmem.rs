@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    4,736 bytes (37 cache-line pairs)
+//! Header                                    4,992 bytes (39 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -29,6 +29,8 @@
 //!                                           start: database oid << 32 | record fingerprint, 0 free
 //!   verdicts                  [Verdict; 64] the last good check of a database's record, for a
 //!                                           session that cannot lock the record table at once
+//!   record_changes            [AtomicU64; 32] uncommitted changes of a database's record:
+//!                                           database oid << 32 | transaction id, 0 free
 //!
 //! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 |
 //! record fingerprint), table (the record table's OID), floor (Unix ms), generation (the
@@ -136,6 +138,15 @@
 //!   fields between two loads of an even, unchanged version (a sequence lock), and any doubt is
 //!   a miss. A stale floor there is only lower than the record's: the floor is advanced again
 //!   before an id past it.
+//! - **`record_changes`** is a guard: the record's trigger claims an entry for its database and
+//!   transaction (one CAS from 0) before it bumps `space_generation`, so every backend that checks
+//!   its record because of that bump finds it, and waits for that transaction to end before it
+//!   reads the record (`crate::runtime::space`): what it would read before the commit is the old
+//!   record, and the commit's own bump comes a moment after the new rows are visible. An entry is
+//!   cleared (one CAS back to 0) by whichever backend finds its transaction no longer running; a
+//!   trigger that finds no free entry clears those first, and fails its statement if all 32 are
+//!   still running (only superusers and pg_write_all_data write records). The transaction runs
+//!   on: no backend ever waits on a lock here, only on its latch, within its call's budget.
 //!
 //! # Lifetime
 //! The segment exists only when the library is in `shared_preload_libraries`. Without it the
@@ -178,13 +189,16 @@ struct Header {
     pending_lsn: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
     verdicts: [Verdict; VERDICTS],
+    record_changes: [AtomicU64; RECORD_CHANGES],
 }
 
 /// How many databases the registry of scanned ones remembers.
 const CHECKED_DATABASES: usize = 256;
 /// How many databases' last good checks the cache keeps.
 const VERDICTS: usize = 64;
-const _: () = assert!(size_of::<Header>() == 4736, "the layout in the module comment");
+/// How many uncommitted changes of records the server follows at once.
+const RECORD_CHANGES: usize = 32;
+const _: () = assert!(size_of::<Header>() == 4992, "the layout in the module comment");
 
 /// One database's last good check of its record (see the module comment).
 #[repr(C)]
@@ -514,6 +528,47 @@ pub fn bump_space_generation() {
     if let Ok(s) = segment() {
         s.header().space_generation.fetch_add(1, Ordering::AcqRel);
     }
+}
+
+/// Notes that transaction `xid` is changing `database`'s record, before the change is announced
+/// (see the module comment). False when all entries hold running transactions.
+pub fn note_record_change(database: u32, xid: u32, running: impl Fn(u32) -> bool) -> bool {
+    let Ok(seg) = segment() else { return true };
+    let key = u64::from(database) << 32 | u64::from(xid);
+    let entries = &seg.header().record_changes;
+    if entries.iter().any(|e| e.load(Ordering::Acquire) == key) {
+        return true;
+    }
+    for pass in 0..2 {
+        for e in entries {
+            let seen = e.load(Ordering::Acquire);
+            // The second pass frees the entries of transactions that ended, then takes one.
+            let free = seen == 0 || (pass == 1 && !running(seen as u32));
+            if free && e.compare_exchange(seen, key, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The transactions noted as changing `database`'s record, clearing the entries of those for which
+/// `running` says they ended.
+pub fn record_changes(database: u32, running: impl Fn(u32) -> bool) -> Vec<u32> {
+    let Ok(seg) = segment() else { return Vec::new() };
+    let mut open = Vec::new();
+    for e in &seg.header().record_changes {
+        let seen = e.load(Ordering::Acquire);
+        if seen == 0 || (seen >> 32) as u32 != database {
+            continue;
+        }
+        if running(seen as u32) {
+            open.push(seen as u32);
+        } else {
+            let _ = e.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+    open
 }
 
 /// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (non-zero),

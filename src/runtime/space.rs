@@ -36,6 +36,9 @@
 //! new session uses the last good check of its database that another backend left in shared memory
 //! (`shmem::remembered_verdict`), if no record changed since; without one, it tries again every few
 //! milliseconds for as long as a call may wait, then fails with 55P03.
+//! Likewise, while a transaction that changed the database's record runs (a restore loading the
+//! dumped rows), the database's checks wait for it on their latch, as long as a call may wait, then
+//! fail with 55P03 (`wait_for_record_changes`).
 //! The write takes `ROW EXCLUSIVE` on the table only if that is free at once, and skips a row that
 //! an open transaction is changing (only a superuser can): then the id is issued anyway, with one
 //! WARNING a backend, and the next id past the floor tries again. The generators are PARALLEL
@@ -156,6 +159,14 @@ pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
     if creating {
         created_here();
     }
+    // Before the announcement: every backend that reads its record because of it finds this
+    // transaction, and waits for it to end (`wait_for_record_changes`).
+    // SAFETY: a plain read of this backend's database; the statement wrote the record, so the
+    // transaction has an id.
+    let (database, xid) = unsafe { (u32::from(pg_sys::MyDatabaseId), pg_sys::GetTopTransactionId().into_inner()) };
+    if !shmem::note_record_change(database, xid, transaction_running) {
+        errors::raise(errors::too_many_record_changes());
+    }
     shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
         register_xact_callback(PgXactCallbackEvent::Commit, || {
@@ -195,12 +206,43 @@ pub fn ensure_checked(snowflake: bool) -> Result<(), ErrorReport> {
     }
 }
 
+/// Whether transaction `xid` is still running (not committed, not aborted).
+fn transaction_running(xid: u32) -> bool {
+    // SAFETY: a plain query of the proc array.
+    unsafe { pg_sys::TransactionIdIsInProgress(pg_sys::TransactionId::from_inner(xid)) }
+}
+
+/// Waits until no other transaction is changing this database's record (a restore loading the
+/// dumped rows, a superuser's UPDATE), for as long as a call may wait for the clock: until then the
+/// record read would be the old one, and the new rows become visible a moment before their commit
+/// announces them. A change still running after that fails the call (55P03), in this database
+/// only; later calls wait again. This backend's own change is its own to see.
+fn wait_for_record_changes(database: u32) -> Result<(), ErrorReport> {
+    // SAFETY: a plain read of this backend's transaction id, if it has one.
+    let own = unsafe { pg_sys::GetTopTransactionIdIfAny().into_inner() };
+    let others = || shmem::record_changes(database, transaction_running).into_iter().filter(|&x| x != own).max();
+    let Some(mut xid) = others() else { return Ok(()) };
+    let budget = std::time::Duration::from_millis(u64::from(guc::clock_policy().max_wait_ms));
+    let started = std::time::Instant::now();
+    loop {
+        if started.elapsed() >= budget {
+            return Err(errors::record_change_running(xid, budget.as_millis()));
+        }
+        clock::wait_on_latch_ms(5);
+        match others() {
+            Some(x) => xid = x,
+            None => return Ok(()),
+        }
+    }
+}
+
 /// The record, and on the first check of this database since the start (or since its record
 /// changed), the wait for its floor. `generation` is the record counter read before.
 fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
     let layout = guc::layout();
     // SAFETY: a plain read of this backend's database, set at connection.
     let database = u32::from(unsafe { pg_sys::MyDatabaseId });
+    wait_for_record_changes(database)?;
     let (recorded, fingerprint) = match read_record(database, generation)? {
         Record::Read(recorded, fingerprint) => (recorded, fingerprint),
         // The table is locked, and another backend checked this record since it last changed.
