@@ -138,6 +138,25 @@ REVOKE ALL ON FUNCTION snowflake_id_space_changed() FROM PUBLIC;
 CREATE TRIGGER snowflake_id_space_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON snowflake_id_private.snowflake_id_space
 FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_space_changed();
 ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_changed;
+-- A restore that loads a row the record already has (a data-only refresh from a dump of the same
+-- database: the same layout, epoch and record time) keeps that one row with the later floor, or
+-- unknown if either is, rather than fail on the unique index and leave the older floor in force.
+-- It runs as the role that writes the record (only superusers may), and changes only the record.
+CREATE FUNCTION snowflake_id_private.snowflake_id_space_merge() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE snowflake_id_private.snowflake_id_space s
+    SET minted_before = greatest(s.minted_before, NEW.minted_before)
+    WHERE s.layout = NEW.layout AND s.epoch = NEW.epoch AND s.recorded_at = NEW.recorded_at;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION snowflake_id_private.snowflake_id_space_merge() FROM PUBLIC;
+CREATE TRIGGER snowflake_id_space_merge BEFORE INSERT ON snowflake_id_private.snowflake_id_space
+FOR EACH ROW EXECUTE FUNCTION snowflake_id_private.snowflake_id_space_merge();
+ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_merge;
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
 
 -- ------------------------------------------ Text forms ------------------------------------------

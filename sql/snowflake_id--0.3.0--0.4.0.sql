@@ -51,3 +51,22 @@ CREATE FUNCTION snowflake_compose(ts timestamptz, shard int, seq int, layout tex
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 COMMENT ON FUNCTION snowflake_compose(timestamptz, int, int, text, timestamptz) IS 'The snowflake id of a time, shard and position under the layout and epoch given';
+
+-- A restore that loads a row the record already has (a data-only refresh from a dump of the same
+-- database) keeps that one row with the later floor, rather than fail on the unique index and leave
+-- the older floor in force (sql/finalize.sql).
+CREATE FUNCTION snowflake_id_private.snowflake_id_space_merge() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE snowflake_id_private.snowflake_id_space s
+    SET minted_before = greatest(s.minted_before, NEW.minted_before)
+    WHERE s.layout = NEW.layout AND s.epoch = NEW.epoch AND s.recorded_at = NEW.recorded_at;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION snowflake_id_private.snowflake_id_space_merge() FROM PUBLIC;
+CREATE TRIGGER snowflake_id_space_merge BEFORE INSERT ON snowflake_id_private.snowflake_id_space
+FOR EACH ROW EXECUTE FUNCTION snowflake_id_private.snowflake_id_space_merge();
+ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_merge;

@@ -19,6 +19,21 @@ SELECT has_table_privilege('public', 'snowflake_id_private.snowflake_id_space', 
        has_schema_privilege('public', 'snowflake_id_private', 'CREATE') AS public_creates,
        has_schema_privilege('pg_database_owner', 'snowflake_id_private', 'USAGE') AS owner_names;
 
+-- A row the record already has (the same layout, epoch and recorded_at: a data-only refresh from
+-- a dump of the same database) is merged into it, keeping the later floor, or unknown if either
+-- is: never a second row, nor a unique violation that leaves the older floor in force.
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
+SELECT layout, epoch, '2024-06-01 00:00+00', '-infinity' FROM snowflake_layout();
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
+SELECT layout, epoch, '2024-06-01 00:00+00', '2024-07-01 00:00+00' FROM snowflake_layout();
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
+SELECT layout, epoch, '2024-06-01 00:00+00', '2024-06-15 00:00+00' FROM snowflake_layout();
+SELECT count(*), max(minted_before) FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
+SELECT layout, epoch, '2024-06-01 00:00+00', 'infinity' FROM snowflake_layout();
+SELECT count(*), max(minted_before) FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
+DELETE FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
+
 -- A row from another id space, as a restore of a database minted elsewhere adds it: a new
 -- session refuses snowflake ids with 55000 and a hint naming both settings; UUIDv7 still mints.
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)

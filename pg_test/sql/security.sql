@@ -3,7 +3,8 @@
 --    PostgreSQL's own scans, which plan nothing and evaluate no index expression. An index
 --    expression that tries to make its owner a superuser never runs, in a dry run, a conversion
 --    and an unconversion, with an index on the column and without one.
--- 2. The trigger on snowflake_id_space runs only as a trigger (39P01), and PUBLIC may not call it.
+-- 2. The triggers on snowflake_id_space: the statement one runs only as a trigger (39P01), and
+--    PUBLIC may call neither function.
 --    A plain role cannot name the record, so it cannot queue a strong lock request for it (42501
 --    before any lock). (It can lock it ROW EXCLUSIVE by OID, which no id call waits for: t/003.)
 -- 3. The fleet check's rules for a grantee that is not a superuser (no connection needed): a
@@ -58,8 +59,9 @@ SELECT rolsuper AS alice_is_superuser FROM pg_roles WHERE rolname = 'regress_sfi
 SELECT count(*) AS index_expression_calls FROM alice.calls;
 DROP SCHEMA alice CASCADE;
 
--- 2. The trigger function: not as a function (39P01), and not for PUBLIC.
+-- 2. The trigger functions: not for PUBLIC, and the record's not as a function (39P01).
 SELECT has_function_privilege('regress_sfid_alice', 'snowflake_id_space_changed()', 'EXECUTE') AS alice_may_execute;
+SELECT has_function_privilege('regress_sfid_alice', 'snowflake_id_private.snowflake_id_space_merge()', 'EXECUTE') AS alice_may_merge;
 SELECT snowflake_id_space_changed();
 \echo :LAST_ERROR_SQLSTATE
 -- Nor as a trigger on another table (0.2.0 let PUBLIC attach it anywhere, and such triggers

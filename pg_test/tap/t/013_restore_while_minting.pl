@@ -9,6 +9,10 @@
 # call may wait (max_rewind_wait), the call refuses with 55P03, and mints above the restored id
 # once the restore has committed. No check depends on how fast the machine is: the restore ends
 # only when told to, and the one duration checked is a lower bound the server keeps.
+#
+# A data-only refresh from a dump of the same database loads a record row the database already
+# has: it keeps one row with the later floor, where it used to fail with 23505 on the record and
+# leave the older floor in force.
 use strict;
 use warnings;
 use FindBin;
@@ -106,6 +110,31 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	$restore_commit->($r);
 	$node->safe_psql('app', q{INSERT INTO t (src) VALUES ('after')});
 	is($above_restored->('after'), 't', "PostgreSQL $major: once it committed, ids mint above the restored one");
+
+	# A data-only refresh: staging was restored from a full dump of app; app mints on, and a
+	# data-only dump of it is loaded into staging again.
+	my $full = "$PostgreSQL::Test::Utils::tmp_check/app_full$major.dump";
+	my $data = "$PostgreSQL::Test::Utils::tmp_check/app_data$major.dump";
+	command_ok([ "$bin/pg_dump", '-Fc', '-f', $full, '-d', $node->connstr('app') ], "PostgreSQL $major: a full dump of app");
+	$node->safe_psql('postgres', 'CREATE DATABASE staging');
+	command_ok([ "$bin/pg_restore", '--exit-on-error', '-d', $node->connstr('staging'), $full ], "PostgreSQL $major: restored as staging");
+	my $app_times = $node->safe_psql('app', q{SELECT string_agg(quote_literal(recorded_at::text), ',') FROM snowflake_id_private.snowflake_id_space});
+	my $rows = q{SELECT string_agg(recorded_at || ' ' || minted_before, ', ' ORDER BY recorded_at) FROM snowflake_id_private.snowflake_id_space}
+	  . " WHERE recorded_at::text IN ($app_times)";
+	my $staging_before = $node->safe_psql('staging', $rows);
+	# Past app's floor as dumped (however far the reservation runs ahead), so that the ids minted
+	# next move it on.
+	$node->safe_psql('app', q{
+		SELECT pg_sleep(extract(epoch FROM max(minted_before) - clock_timestamp()) + 0.1) FROM snowflake_id_private.snowflake_id_space;
+		INSERT INTO t (src) SELECT 'later' FROM generate_series(1, 100)});
+	command_ok([ "$bin/pg_dump", '-Fc', '--data-only', '-f', $data, '-d', $node->connstr('app') ], "PostgreSQL $major: a data-only dump of app");
+	my $app_rows = $node->safe_psql('app', $rows);
+	isnt($app_rows, $staging_before, "PostgreSQL $major: app's floor moved on since staging was restored");
+	$node->safe_psql('staging', 'TRUNCATE t');
+	command_ok([ "$bin/pg_restore", '--exit-on-error', '--data-only', '-d', $node->connstr('staging'), $data ],
+		"PostgreSQL $major: the data-only refresh loads without an error");
+	is($node->safe_psql('staging', $rows), $app_rows,
+		"PostgreSQL $major: app's rows in staging now carry app's later floors, once each");
 	$node->stop;
 }
 
