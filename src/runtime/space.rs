@@ -79,8 +79,10 @@ static RECORD_TABLE: AtomicU32 = AtomicU32::new(0);
 /// The Unix millisecond below which this backend may hand out ids without advancing the floor:
 /// the floor as it last read or wrote it. `i64::MAX` where there is no floor to keep.
 static FLOOR_KNOWN: AtomicI64 = AtomicI64::new(i64::MIN);
-/// Set once this backend waited out the horizon for a row whose floor is unknown: it may then
-/// replace that row's `infinity` with a reservation of its own.
+/// Set once this backend's database is known to hold no id past the generators since the start
+/// (this backend waited out the horizon for a row whose floor is unknown, or found the database
+/// checked already, by such a wait or by `CREATE EXTENSION` here): it may then replace the row's
+/// `infinity` with a reservation of its own.
 static UNKNOWN_WAITED: AtomicBool = AtomicBool::new(false);
 /// Whether this backend already warned that it could not advance the floor.
 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -262,7 +264,13 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
         },
         Ordering::Relaxed,
     );
-    if !shmem::database_checked(database, fingerprint) {
+    if shmem::database_checked(database, fingerprint) {
+        // Checked since the start, by a wait past its floor or because CREATE EXTENSION made the
+        // record here: every id the database holds lies below the generators, so this backend
+        // may replace an unknown floor with its reservation (else the first id after a restart
+        // waits out the horizon for a floor that was never written).
+        UNKNOWN_WAITED.store(true, Ordering::Relaxed);
+    } else {
         wait_for_floor(floor, mismatch.is_none())?;
         // Only once the wait is over: another session of this database checking meanwhile
         // waits too.
@@ -440,7 +448,8 @@ fn fingerprint(mut identities: Vec<(String, i64, i64)>) -> u32 {
 /// the database can hold no id but this server's, and those lie below its generators. Its first
 /// id need not wait for the unknown floor, so it counts as checked, under the fingerprint the new
 /// record will have. A record that changes afterwards (a restore adds the dumped rows) has another
-/// fingerprint, and is waited for; so is one after a restart, once, until a floor is written.
+/// fingerprint, and is waited for. Its first id writes a floor in place of the unknown one, so a
+/// restart waits for that floor, not for the horizon.
 fn created_here() {
     let layout = guc::layout();
     // SAFETY: plain reads of this backend's database and of the transaction's start, which is
