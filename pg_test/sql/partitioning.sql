@@ -34,6 +34,12 @@ SELECT (SELECT count(*) FROM ids WHERE snowflake_timestamp(id, 'default', '2025-
 SELECT l AS layout, snowflake_decode(1234567890123, l, '2014-09-01+00') AS decoded,
        snowflake_min_id('2026-12-03 12:00:00+00', l, '2014-09-01+00') AS noon_min_id
 FROM unnest(ARRAY['twitter', 'sonyflake', '39/16/8@10ms', 'javascript']) l;
+-- A layout whose life fills 64 bits of milliseconds is valid from the 1970 epoch only: the readers
+-- that take no epoch check it against 1970, so they accept every layout a server may run with.
+-- A time field that outlives 64 bits from 1970 too is still 22023.
+SELECT snowflake_shard(12345, '61/0/1@4ms') AS shard, snowflake_seq(12345, '61/0/1@4ms') AS seq,
+       snowflake_decode(12345, '61/0/1@4ms', '1970-01-01+00') AS decoded,
+       snowflake_id_interval('1 day', '61/0/1@4ms') AS ids_a_day;
 -- javascript: every id of the layout's life below 2^53, JavaScript's largest exact integer.
 SELECT max_shard, ids_per_ms, last_timestamp, snowflake_max_id(last_timestamp, 'javascript', epoch) AS last_id,
        snowflake_max_id(last_timestamp, 'javascript', epoch) < 2::numeric ^ 53 AS below_2_53
@@ -48,7 +54,9 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 SELECT stmt, pg_temp.outcome('SELECT ' || stmt) AS outcome
 FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_shard(1, repeat(''9'', 100))'),
-             ('snowflake_seq(1, ''41/17/5'')'), ('snowflake_timestamp(1, ''default'', ''1969-12-31'')'),
+             ('snowflake_seq(1, ''41/17/5'')'), ('snowflake_seq(1, ''62/0/1@4ms'')'),
+             ('snowflake_timestamp(1, ''61/0/1@4ms'', ''1970-01-01 00:00:00.001+00'')'),
+             ('snowflake_timestamp(1, ''default'', ''1969-12-31'')'),
              ('snowflake_timestamp(1, ''default'', ''infinity'')'), ('snowflake_timestamp(-1, ''default'', ''2025-01-01'')'),
              ('snowflake_shard(1::bigint << 53, ''javascript'')'), ('snowflake_min_id(''2024-12-31'', ''default'', ''2025-01-01'')'),
              ('snowflake_max_id(''infinity'', ''default'', ''2025-01-01'')'),

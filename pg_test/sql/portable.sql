@@ -128,11 +128,18 @@ FROM (VALUES ('snowflake_timestamp(1, ''bogus'', ''2025-01-01'')'), ('snowflake_
              ('snowflake_layout(''default'', ''infinity'')'), ('snowflake_layout(''bogus'', ''-infinity'')'),
              ('snowflake_timestamp(1, ''default'', ''1969-12-31 23:59:59.9995+00'')'),
              ('snowflake_timestamp(1, ''default'', ''294250-01-01+00'')'), ('snowflake_min_id(''294250-01-01+00'', ''default'', ''2025-01-01'')'),
-             -- The functions without an epoch check the layout with the default epoch: 2^62 ticks
-             -- of 2 ms from 2025 end beyond an i64 of milliseconds, from 1970 just within it.
+             -- The functions without an epoch check the layout against 1970, the epoch that
+             -- leaves the most room: 2^62 ticks of 2 ms, or 2^61 of 4 ms, end beyond an i64 of
+             -- milliseconds from 2025 and just within it from 1970, so a server may run with them
+             -- (epoch 1970) and these read its ids. 2^62 ticks of 4 ms outlive it from 1970 too.
              ('snowflake_shard(1, ''62/0/1@2ms'')'), ('snowflake_seq(1, ''62/0/1@2ms'')'),
              ('snowflake_id_interval(''2 ms'', ''62/0/1@2ms'')'), ('snowflake_timestamp(1, ''62/0/1@2ms'', ''1970-01-01+00'')'),
              ('snowflake_decode(1, ''62/0/1@2ms'', ''1970-01-01+00'')'), ('snowflake_id_interval(''1 day'', ''bogus'')'),
+             ('snowflake_shard(12345, ''61/0/1@4ms'')'), ('snowflake_seq(12345, ''61/0/1@4ms'')'),
+             ('snowflake_id_interval(''1 day'', ''61/0/1@4ms'')'), ('snowflake_decode(12345, ''61/0/1@4ms'', ''1970-01-01+00'')'),
+             ('snowflake_timestamp(12345, ''61/0/1@4ms'', ''1970-01-01 00:00:00.001+00'')'),
+             ('snowflake_shard(1, ''62/0/1@4ms'')'), ('snowflake_seq(1, ''62/0/1@4ms'')'),
+             ('snowflake_id_interval(''1 day'', ''62/0/1@4ms'')'),
              -- A span past an i64 of microseconds.
              ('snowflake_id_interval(''200000000 days'', ''default'')')) s(stmt),
      LATERAL (SELECT pg_temp.outcome('SELECT public.' || stmt) AS native, pg_temp.outcome('SELECT portable.' || stmt) AS port) o;

@@ -280,11 +280,12 @@ BEGIN
     RETURN snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), ms);
 END $$;
 
--- The same under the default epoch, 2025-01-01 00:00:00+00, for the functions that take no
--- epoch: a layout is checked against it, as in the native edition.
+-- The same for the functions that take no epoch (shard, position, a span's ids), whose results
+-- do not depend on one: the layout is checked against 1970-01-01, the epoch that leaves the most
+-- room, so that every layout a server may run with is accepted, as in the native edition.
 CREATE FUNCTION snowflake_id_layout.named(layout text) RETURNS bigint[]
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), 1735689600000)
+    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), 0)
 $$;
 
 -- The fields of an id under the layout `s` (a settings() array): {ticks, shard, seq}; 22003 for an
@@ -743,7 +744,7 @@ COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard c
 -- so that generated columns, expression indexes, CHECK constraints and partitioning tools can use
 -- them. The same results and SQLSTATEs as the native edition's, in the same order. Plain functions
 -- over snowflake_id_layout and pg_catalog only (see snowflake_id_layout above): they outlive the
--- counters. The functions without an epoch check the layout with the default one, as the native
+-- counters. The functions without an epoch check the layout against 1970-01-01, as the native
 -- edition does.
 
 CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz

@@ -15,7 +15,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use crate::core::layout::{Layout, Parts, DEFAULT_EPOCH_UNIX_MS};
+use crate::core::layout::{Layout, Parts};
 use crate::core::partition::{self, Step};
 use crate::runtime::{errors, guc, snowflake, timestamp};
 
@@ -145,6 +145,14 @@ fn named_at(layout: &[u8], epoch: TimestampWithTimeZone) -> Result<Layout, Error
     named(layout, timestamp::unix_ms(epoch)?)
 }
 
+/// The layout of a reader that takes no epoch (shard, position, a span's ids), whose result does
+/// not depend on one. Its widths are checked against 1970, the epoch that leaves the most room
+/// (a time field of 64 bits of milliseconds outlives an `i64` from any later one), so that it
+/// accepts every layout a server may run with.
+fn named_epochless(layout: &[u8]) -> Result<Layout, ErrorReport> {
+    named(layout, 0)
+}
+
 fn tick_start(l: &Layout, id: i64) -> Result<TimestampWithTimeZone, ErrorReport> {
     timestamp::from_unix_ms(l.tick_start_unix_ms(parts(l, id)?.ticks))
 }
@@ -183,7 +191,7 @@ fn snowflake_shard(id: i64) -> Result<i32, ErrorReport> {
 /// `snowflake_shard(id, layout)`: the same, under the layout given (the epoch plays no part).
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn snowflake_shard_in(id: i64, layout: &[u8]) -> Result<i32, ErrorReport> {
-    Ok(parts(&named(layout, DEFAULT_EPOCH_UNIX_MS)?, id)?.shard as i32)
+    Ok(parts(&named_epochless(layout)?, id)?.shard as i32)
 }
 
 /// The id's position in its shard's tick.
@@ -196,7 +204,7 @@ fn snowflake_seq(id: i64) -> Result<i32, ErrorReport> {
 /// `snowflake_seq(id, layout)`: the same, under the layout given.
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn snowflake_seq_in(id: i64, layout: &[u8]) -> Result<i32, ErrorReport> {
-    Ok(parts(&named(layout, DEFAULT_EPOCH_UNIX_MS)?, id)?.seq as i32)
+    Ok(parts(&named_epochless(layout)?, id)?.seq as i32)
 }
 
 /// The smallest id any shard can mint in the tick holding `ts`.
@@ -236,7 +244,7 @@ fn snowflake_max_id_in(
 /// 22023 for a span that is not a whole number of ticks (months have no fixed length).
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn snowflake_id_interval(span: Interval, layout: &[u8]) -> Result<i64, ErrorReport> {
-    let l = named(layout, DEFAULT_EPOCH_UNIX_MS)?;
+    let l = named_epochless(layout)?;
     if span.months() != 0 {
         return Err(errors::span_not_fixed());
     }
