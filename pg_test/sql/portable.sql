@@ -265,14 +265,28 @@ SELECT count(*) FILTER (WHERE pg_temp.result(format('SELECT count(*) FROM public
 FROM unnest(ARRAY['infinity', '-infinity']) s
 WHERE current_setting('server_version_num')::int >= 170000;
 -- An IMMUTABLE function's result must not follow the caller's settings: the portable edition's
--- IMMUTABLE functions, called under a search_path that puts look-alike functions and operators
--- before pg_catalog's, and under another DateStyle, IntervalStyle and TimeZone, give what they
--- give under the defaults (the collation: above).
+-- IMMUTABLE functions, called under a search_path that puts look-alike functions, operators and
+-- types before pg_catalog's, and under another DateStyle, IntervalStyle and TimeZone, give what
+-- they give under the defaults (the collation: above). The SQL ones are inlined into the caller's
+-- query, and so parsed under its search_path: the look-alikes are those their bodies would find.
 CREATE SCHEMA decoy;
 CREATE FUNCTION decoy.plus(timestamp, interval) RETURNS timestamp LANGUAGE sql AS 'SELECT $1';
 CREATE OPERATOR decoy.+ (LEFTARG = timestamp, RIGHTARG = interval, FUNCTION = decoy.plus);
 CREATE FUNCTION decoy.shl(bigint, int) RETURNS bigint LANGUAGE sql AS 'SELECT 0::bigint';
 CREATE OPERATOR decoy.<< (LEFTARG = bigint, RIGHTARG = int, FUNCTION = decoy.shl);
+CREATE FUNCTION decoy.int8_op(bigint, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 7::bigint';
+CREATE OPERATOR decoy.+ (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = decoy.int8_op);
+CREATE OPERATOR decoy.- (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = decoy.int8_op);
+CREATE OPERATOR decoy.* (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = decoy.int8_op);
+CREATE OPERATOR decoy.| (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = decoy.int8_op);
+CREATE FUNCTION decoy.numeric_op(numeric, numeric) RETURNS numeric LANGUAGE sql AS 'SELECT 7::numeric';
+CREATE OPERATOR decoy./ (LEFTARG = numeric, RIGHTARG = numeric, FUNCTION = decoy.numeric_op);
+CREATE OPERATOR decoy.- (LEFTARG = numeric, RIGHTARG = numeric, FUNCTION = decoy.numeric_op);
+CREATE FUNCTION decoy.floor(numeric) RETURNS numeric LANGUAGE sql AS 'SELECT 7::numeric';
+CREATE FUNCTION decoy.make_timestamp(int, int, int, int, int, float8) RETURNS timestamp LANGUAGE sql AS 'SELECT ''2000-01-01''::timestamp';
+CREATE FUNCTION decoy.concat_ws(text, int, int, int) RETURNS text LANGUAGE sql AS 'SELECT ''bogus''::text';
+CREATE DOMAIN decoy.int4 AS bigint CHECK (VALUE < 0);
+CREATE DOMAIN decoy.int8 AS bigint CHECK (VALUE < 0);
 CREATE FUNCTION decoy.isfinite(timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT false';
 CREATE FUNCTION decoy.btrim(text, text) RETURNS text LANGUAGE sql AS 'SELECT ''bogus''::text';
 CREATE FUNCTION decoy.translate(text, text, text) RETURNS text LANGUAGE sql AS 'SELECT ''bogus''::text';
@@ -303,15 +317,37 @@ RESET IntervalStyle;
 RESET TimeZone;
 DROP SCHEMA decoy CASCADE;
 -- The IMMUTABLE functions, and the helpers in snowflake_id_layout, are plain functions (not
--- SECURITY DEFINER), STRICT and PARALLEL SAFE, with their search_path pinned to pg_catalog, and
--- name nothing of snowflake_id_portable (the counters and the configuration): a generated column,
--- an index or a CHECK made of them outlives the edition's counters. None is listed here.
-SELECT p.oid::regprocedure AS function, p.prosecdef, p.proisstrict, p.proparallel, p.proconfig
-FROM pg_proc p
+-- SECURITY DEFINER), STRICT and PARALLEL SAFE, and name nothing of snowflake_id_portable (the
+-- counters and the configuration): a generated column, an index or a CHECK made of them outlives
+-- the edition's counters. The PL/pgSQL ones pin their search_path to pg_catalog; the SQL ones have
+-- no SET, so that they are inlined (and name everything with its schema, as tested above). None is
+-- listed here.
+SELECT p.oid::regprocedure AS function, l.lanname, p.prosecdef, p.proisstrict, p.proparallel, p.proconfig
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE (p.pronamespace = 'portable'::regnamespace AND p.provolatile = 'i' OR p.pronamespace = 'snowflake_id_layout'::regnamespace)
-  AND (p.prosecdef OR NOT p.proisstrict OR p.proparallel <> 's' OR p.provolatile <> 'i'
-       OR p.proconfig IS DISTINCT FROM '{"search_path=pg_catalog, pg_temp"}' OR p.prosrc LIKE '%snowflake_id_portable%')
+  AND (p.prosecdef OR NOT p.proisstrict OR p.proparallel <> 's' OR p.provolatile <> 'i' OR p.prosrc LIKE '%snowflake_id_portable%'
+       OR l.lanname NOT IN ('sql', 'plpgsql')
+       OR p.proconfig IS DISTINCT FROM CASE WHEN l.lanname = 'plpgsql' THEN '{"search_path=pg_catalog, pg_temp"}'::text[] END)
 ORDER BY 1::text;
+-- The readers in SQL are inlined into the query that calls them, and their layout computed when it
+-- is planned: the plan names the helpers they call, with the layout as a constant, not the reader.
+CREATE TEMP TABLE inlined_ids (id bigint, t timestamptz);
+CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+    plan text := '';
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
+        plan := plan || line || chr(10);
+    END LOOP;
+    RETURN plan;
+END $$;
+SELECT f, plan LIKE '%snowflake_id_layout.%' AND plan NOT LIKE '%portable.%' AS inlined,
+       plan NOT LIKE '%named(%' AS layout_at_plan_time
+FROM unnest(ARRAY['snowflake_timestamp(id, ''default'', ''2025-01-01+00'')', 'snowflake_shard(id, ''default'')',
+                  'snowflake_seq(id, ''twitter'')', 'snowflake_min_id(t, ''sonyflake'', ''2014-09-01+00'')',
+                  'snowflake_max_id(t, ''javascript'', ''2025-01-01+00'')']) f,
+     LATERAL pg_temp.plan_of('SELECT portable.' || f || ' FROM pg_temp.inlined_ids') plan;
 SELECT count(*) AS immutable_functions FROM pg_proc WHERE pronamespace = 'portable'::regnamespace AND provolatile = 'i';
 -- What PUBLIC may do: mint and read, never configure or reach the counters.
 CREATE ROLE sfid_portable_plain;

@@ -135,10 +135,17 @@ SELECT pg_catalog.setval('snowflake_id_portable.gen', 0, true);
 -- functions and those IMMUTABLE forms are plain functions (not SECURITY DEFINER) that name only
 -- this schema and pg_catalog: so a generated column, an expression index or a CHECK constraint
 -- made of them keeps working when the counters and the configuration (snowflake_id_portable) are
--- gone, after a move to the native edition (docs/managed.md). Each pins its search_path to
--- pg_catalog (PostgreSQL never looks for functions or operators in pg_temp), and reads text in the
--- "C" collation or byte by byte: an IMMUTABLE function must give the same result whatever the
--- caller's search_path, collation, TimeZone or DateStyle.
+-- gone, after a move to the native edition (docs/managed.md). Each reads text in the "C" collation
+-- or byte by byte, and is independent of the caller's search_path: an IMMUTABLE function must give
+-- the same result whatever the caller's search_path, collation, TimeZone or DateStyle. The PL/pgSQL
+-- ones pin their search_path to pg_catalog (PostgreSQL never looks for functions or operators in
+-- pg_temp). The SQL ones carry no SET, so that PostgreSQL inlines them into the query that calls
+-- them (a SET, like SECURITY DEFINER, prevents it, and costs a save and restore of the settings on
+-- every call): with a constant layout and epoch, named() is then computed once, when the query is
+-- planned, instead of once a row. Their bodies are parsed under the caller's search_path, so they
+-- name everything with its schema: functions as snowflake_id_layout.f() or pg_catalog.f(), operators
+-- as OPERATOR(pg_catalog.+) (which binds as any other operator does, left to right with no
+-- precedence: hence every parenthesis), types as pg_catalog.int8.
 
 CREATE SCHEMA snowflake_id_layout;
 COMMENT ON SCHEMA snowflake_id_layout IS 'Pure helpers of the snowflake_id portable edition''s IMMUTABLE functions: layouts, epochs, text forms';
@@ -211,22 +218,27 @@ END $$;
 
 -- The canonical spelling of widths, as the native edition writes it: 41/13/9, or 39/16/8@10ms.
 CREATE FUNCTION snowflake_id_layout.spelling(w int[]) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT w[1] || '/' || w[2] || '/' || w[3] || CASE WHEN w[4] = 1 THEN '' ELSE '@' || w[4] || 'ms' END
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT pg_catalog.concat_ws('/', w[1], w[2], w[3])
+        OPERATOR(pg_catalog.||) CASE WHEN w[4] OPERATOR(pg_catalog.=) 1 THEN '' ELSE pg_catalog.concat('@', w[4], 'ms') END
 $$;
 
 -- The time of Unix milliseconds, exactly (a product with an interval goes through float8), and
 -- its text as the native edition writes it in messages. In UTC, whatever the TimeZone.
 CREATE FUNCTION snowflake_id_layout.ts_of_ms(ms numeric) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (make_timestamp(1970, 1, 1, 0, 0, 0) + floor(ms / 86400000) * interval '1 day'
-            + (ms - floor(ms / 86400000) * 86400000) * interval '1 ms') AT TIME ZONE 'UTC'
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT ((pg_catalog.make_timestamp(1970, 1, 1, 0, 0, 0)
+             OPERATOR(pg_catalog.+) (pg_catalog.floor(ms OPERATOR(pg_catalog./) 86400000) OPERATOR(pg_catalog.*) interval '1 day'))
+            OPERATOR(pg_catalog.+) ((ms OPERATOR(pg_catalog.-) (pg_catalog.floor(ms OPERATOR(pg_catalog./) 86400000) OPERATOR(pg_catalog.*) 86400000))
+                                    OPERATOR(pg_catalog.*) interval '1 ms')) AT TIME ZONE 'UTC'
 $$;
 
 CREATE FUNCTION snowflake_id_layout.format_ms(ms numeric) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT to_char(snowflake_id_layout.ts_of_ms(ms) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-        || CASE WHEN mod(ms, 1000) = 0 THEN '' ELSE '.' || lpad(mod(mod(ms, 1000) + 1000, 1000)::text, 3, '0') END || '+00'
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT pg_catalog.concat(pg_catalog.to_char(snowflake_id_layout.ts_of_ms(ms) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+        CASE WHEN pg_catalog.mod(ms, 1000) OPERATOR(pg_catalog.=) 0 THEN ''
+             ELSE '.' OPERATOR(pg_catalog.||) pg_catalog.lpad(CAST(pg_catalog.mod(pg_catalog.mod(ms, 1000) OPERATOR(pg_catalog.+) 1000, 1000) AS pg_catalog.text), 3, '0') END,
+        '+00')
 $$;
 
 -- The Unix microsecond of a time: 22008 for an infinite one, and for one past an i64 of Unix
@@ -249,8 +261,8 @@ END $$;
 
 -- The Unix millisecond holding an epoch (22008 as unix_us()).
 CREATE FUNCTION snowflake_id_layout.epoch_ms(epoch timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT floor(snowflake_id_layout.unix_us(epoch) / 1000)::bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CAST(pg_catalog.floor(snowflake_id_layout.unix_us(epoch) OPERATOR(pg_catalog./) 1000) AS pg_catalog.int8)
 $$;
 
 -- The layout of widths `w` (from widths()) from an epoch in Unix ms, as a settings() array
@@ -284,8 +296,8 @@ END $$;
 -- do not depend on one: the layout is checked against 1970-01-01, the epoch that leaves the most
 -- room, so that every layout a server may run with is accepted, as in the native edition.
 CREATE FUNCTION snowflake_id_layout.named(layout text) RETURNS bigint[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), 0)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT snowflake_id_layout.layout_of(snowflake_id_layout.widths(layout), CAST(0 AS pg_catalog.int8))
 $$;
 
 -- The fields of an id under the layout `s` (a settings() array): {ticks, shard, seq}; 22003 for an
@@ -745,53 +757,59 @@ COMMENT ON FUNCTION snowflake_max_id(timestamptz) IS 'The largest id any shard c
 -- them. The same results and SQLSTATEs as the native edition's, in the same order. Plain functions
 -- over snowflake_id_layout and pg_catalog only (see snowflake_id_layout above): they outlive the
 -- counters. The functions without an epoch check the layout against 1970-01-01, as the native
--- edition does.
+-- edition does. The ones in SQL are single expressions with no SET, named as in snowflake_id_layout's
+-- SQL helpers, so that PostgreSQL inlines them: a generated column or an index over one computes
+-- the layout once, when its expression is planned, instead of once a row.
 
 CREATE FUNCTION snowflake_timestamp(id bigint, layout text, epoch timestamptz) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT snowflake_id_layout.ts_of_ms(s[2] + (snowflake_id_layout.parts(id, s))[1] * s[3])
-    FROM snowflake_id_layout.named(layout, epoch) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT snowflake_id_layout.ts_of_ms(CAST((snowflake_id_layout.named(layout, epoch))[2]
+        OPERATOR(pg_catalog.+) ((snowflake_id_layout.parts(id, snowflake_id_layout.named(layout, epoch)))[1]
+                                OPERATOR(pg_catalog.*) (snowflake_id_layout.named(layout, epoch))[3]) AS pg_catalog.numeric))
 $$;
 COMMENT ON FUNCTION snowflake_timestamp(bigint, text, timestamptz) IS 'The start of the tick a snowflake id was minted in, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_shard(id bigint, layout text) RETURNS int
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[2]::int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CAST((snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[2] AS pg_catalog.int4)
 $$;
 COMMENT ON FUNCTION snowflake_shard(bigint, text) IS 'The shard a snowflake id was minted for, under the layout given';
 
 CREATE FUNCTION snowflake_seq(id bigint, layout text) RETURNS int
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[3]::int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CAST((snowflake_id_layout.parts(id, snowflake_id_layout.named(layout)))[3] AS pg_catalog.int4)
 $$;
 COMMENT ON FUNCTION snowflake_seq(bigint, text) IS 'A snowflake id''s position in its shard''s tick, under the layout given';
 
 -- The native edition's is snowflake_timestamp, snowflake_shard and snowflake_seq in turn: their
--- checks, in that order.
+-- checks, in that order, which are the first one's (a layout that passes under the epoch given
+-- passes under 1970). PostgreSQL inlines no function that returns a record, but with no SET it is
+-- a plain SQL function, planned once per query.
 CREATE FUNCTION snowflake_decode(id bigint, layout text, epoch timestamptz, OUT ts timestamptz, OUT shard int, OUT seq int) RETURNS record
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    s CONSTANT bigint[] := snowflake_id_layout.named(layout, epoch);
-    p bigint[];
-BEGIN
-    ts := snowflake_id_layout.ts_of_ms(s[2] + (snowflake_id_layout.parts(id, s))[1] * s[3]);
-    p := snowflake_id_layout.parts(id, snowflake_id_layout.named(layout));
-    shard := p[2];
-    seq := p[3];
-END $$;
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT snowflake_id_layout.ts_of_ms(CAST(s[2] OPERATOR(pg_catalog.+) (p[1] OPERATOR(pg_catalog.*) s[3]) AS pg_catalog.numeric)),
+           CAST(p[2] AS pg_catalog.int4), CAST(p[3] AS pg_catalog.int4)
+    FROM snowflake_id_layout.named(layout, epoch) s, snowflake_id_layout.parts(id, s) p
+$$;
 COMMENT ON FUNCTION snowflake_decode(bigint, text, timestamptz) IS 'The creation time (start of its tick), shard and sequence of a snowflake id, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_min_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT snowflake_id_layout.tick_at(ts, s) << (s[5] + s[6])::int
-    FROM snowflake_id_layout.named(layout, epoch) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT snowflake_id_layout.tick_at(ts, snowflake_id_layout.named(layout, epoch))
+        OPERATOR(pg_catalog.<<) CAST((snowflake_id_layout.named(layout, epoch))[5]
+                                     OPERATOR(pg_catalog.+) (snowflake_id_layout.named(layout, epoch))[6] AS pg_catalog.int4)
 $$;
 COMMENT ON FUNCTION snowflake_min_id(timestamptz, text, timestamptz) IS 'The smallest id any shard can mint in the tick holding ts, under the layout and epoch given';
 
 CREATE FUNCTION snowflake_max_id(ts timestamptz, layout text, epoch timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (snowflake_id_layout.tick_at(ts, s) << (s[5] + s[6])::int) | ((1::bigint << (s[5] + s[6])::int) - 1)
-    FROM snowflake_id_layout.named(layout, epoch) s
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT (snowflake_id_layout.tick_at(ts, snowflake_id_layout.named(layout, epoch))
+            OPERATOR(pg_catalog.<<) CAST((snowflake_id_layout.named(layout, epoch))[5]
+                                         OPERATOR(pg_catalog.+) (snowflake_id_layout.named(layout, epoch))[6] AS pg_catalog.int4))
+        OPERATOR(pg_catalog.|) ((CAST(1 AS pg_catalog.int8)
+                                 OPERATOR(pg_catalog.<<) CAST((snowflake_id_layout.named(layout, epoch))[5]
+                                                              OPERATOR(pg_catalog.+) (snowflake_id_layout.named(layout, epoch))[6] AS pg_catalog.int4))
+                                OPERATOR(pg_catalog.-) 1)
 $$;
 COMMENT ON FUNCTION snowflake_max_id(timestamptz, text, timestamptz) IS 'The largest id any shard can mint in the tick holding ts, under the layout and epoch given';
 
