@@ -160,13 +160,20 @@ SELECT (SELECT count(*) FROM under_utc) AS partitions,
        AT TIME ZONE 'UTC' AS epoch_without_offset_reads_as_local;
 SET timezone = 'UTC';
 
--- UUIDv7 keys, partitioned by uuidv7_min_id() of the days.
+-- UUIDv7 keys, partitioned by uuidv7_min_id() of the UTC days, as docs/partitioning.md makes them:
+-- the days stepped and named as timestamps without time zone, and only the bounds converted, so
+-- that the session's TimeZone plays no part. Made under New York's, over the day its clocks go
+-- forward (2026-03-08): each partition holds 24 hourly rows of its UTC day (a timestamptz series
+-- would step and name New York's days, from 05:00 UTC and then 04:00).
+SET timezone = 'America/New_York';
 CREATE TABLE uevents (id uuid NOT NULL DEFAULT uuidv7_next()) PARTITION BY RANGE (id);
-SELECT format('CREATE TABLE %I PARTITION OF uevents FOR VALUES FROM (%L) TO (%L)', 'uevents_' || to_char(d, 'YYYYMMDD'),
-              uuidv7_min_id(d), uuidv7_min_id(d + interval '1 day'))
-FROM generate_series(timestamptz '2026-01-01', '2026-01-03', '1 day') d \gexec
-INSERT INTO uevents SELECT uuidv7_min_id('2026-01-01'::timestamptz + g * interval '1 hour') FROM generate_series(0, 71) g;
-SELECT tableoid::regclass AS partition, count(*) FROM uevents GROUP BY 1 ORDER BY 1;
-EXPLAIN (COSTS OFF) SELECT count(*) FROM uevents WHERE id >= uuidv7_min_id('2026-01-03 06:00');
+SELECT format('CREATE TABLE %I PARTITION OF uevents FOR VALUES FROM (%L) TO (%L)', 'uevents_' || to_char(g, 'YYYYMMDD'),
+              uuidv7_min_id(g AT TIME ZONE 'UTC'), uuidv7_min_id((g + interval '1 day') AT TIME ZONE 'UTC'))
+FROM generate_series(timestamp '2026-03-07', timestamp '2026-03-09', interval '1 day') g \gexec
+INSERT INTO uevents SELECT uuidv7_min_id(timestamptz '2026-03-07 00:00+00' + g * interval '1 hour') FROM generate_series(0, 71) g;
+SET timezone = 'UTC';
+SELECT tableoid::regclass AS partition, count(*), min(uuidv7_timestamp(id)) AS first, max(uuidv7_timestamp(id)) AS last
+FROM uevents GROUP BY 1 ORDER BY 1;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM uevents WHERE id >= uuidv7_min_id('2026-03-09 06:00+00');
 ALTER SYSTEM RESET snowflake_id.shards;
 SELECT pg_reload_conf();

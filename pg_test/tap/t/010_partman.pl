@@ -45,7 +45,7 @@ for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 		    p_control         => 'id',
 		    p_interval        => snowflake_id_interval('1 day', 'default')::text,
 		    p_premake         => 2,
-		    p_start_partition => snowflake_min_id(date_trunc('day', now(), 'UTC') - interval '3 days', 'default', '2025-01-01 00:00+00')::text);
+		    p_start_partition => snowflake_min_id(date_trunc('day', now() - interval '72 hours', 'UTC'), 'default', '2025-01-01 00:00+00')::text);
 	});
 	# Each child's bounds, its UTC day (the day snowflake_partitions() gives these very bounds for)
 	# and that day counted from today.
