@@ -8,7 +8,7 @@ V=15 NAME=demo PORT=5499
 install_extension "$V"
 log "starting a throwaway PostgreSQL $V cluster with shared_preload_libraries = 'snowflake_id' and snowflake_id.shards = '0-127'"
 # The one line of configuration each server needs: the shards it owns, one block of the shard
-# plan (docs/fleet.md: 128 each for up to 64 servers; the next server gets '128-255'). The
+# plan (docs/fleet.md: 128 each for up to 63 servers; the next server gets '128-255'). The
 # migration below is the same on every server.
 CLUSTER_CONF="snowflake_id.shards = '0-127'" cluster_start "$V" "$NAME" "$PORT"
 trap 'cluster_stop "$V" "$NAME"' EXIT
