@@ -93,9 +93,17 @@ RESET ALL;
 -- The floor (minted_before) carries what the tables hold: nothing reads them. Start afresh.
 DELETE FROM snowflake_id_private.snowflake_id_space;
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, minted_before) SELECT layout, epoch, '-infinity' FROM snowflake_layout();
+-- A wait for a reload, which a backend applies between statements: :wait50 is 50 statements
+-- :wait, each of which sleeps a tenth of a second while the setting still has its old value (5 s
+-- at most; nothing once it is in). Each wait below sets :wait, and hides its results.
+\set wait10 ':wait :wait :wait :wait :wait :wait :wait :wait :wait :wait'
+\set wait50 ':wait10 :wait10 :wait10 :wait10 :wait10'
 ALTER SYSTEM SET snowflake_id.max_rewind_wait = '30s';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.max_rewind_wait'') <> ''30s'';'
+:wait50
+\o
 \c
 -- Minting advances the floor in place, before the id is handed out, to the server's
 -- reservation: after every id minted. A read-only transaction advances it too.
@@ -144,7 +152,10 @@ SELECT snowflake_timestamp(snowflake_next(3)) >= :'restored_floor' AS snowflake_
 -- second, and the backend that raised them records its reservation instead.
 ALTER SYSTEM SET snowflake_id.max_rewind_wait = '1s';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.max_rewind_wait'') <> ''1s'';'
+:wait50
+\o
 SELECT clock_timestamp() AS before_unknown \gset
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch) SELECT layout, epoch FROM snowflake_layout();
 \c

@@ -6,9 +6,17 @@
 CREATE EXTENSION snowflake_id;
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
+-- A wait for a reload, which a backend applies between statements: :wait50 is 50 statements
+-- :wait, each of which sleeps a tenth of a second while the setting still has its old value (5 s
+-- at most; nothing once it is in). Each wait below sets :wait, and hides its results.
+\set wait10 ':wait :wait :wait :wait :wait :wait :wait :wait :wait :wait'
+\set wait50 ':wait10 :wait10 :wait10 :wait10 :wait10'
 ALTER SYSTEM SET snowflake_id.shards = '0-7';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.shards'') <> ''0-7'';'
+:wait50
+\o
 SELECT setseed(0.33);
 
 SELECT p.oid::regprocedure AS function, p.provolatile AS volatility, p.proisstrict AS strict, p.proparallel AS parallel

@@ -13,9 +13,17 @@
 -- 4. What only pg_monitor sees: the statistics and the reservation's figures.
 CREATE EXTENSION snowflake_id;
 \set VERBOSITY default
+-- A wait for a reload, which a backend applies between statements: :wait50 is 50 statements
+-- :wait, each of which sleeps a tenth of a second while the setting still has its old value (5 s
+-- at most; nothing once it is in). Each wait below sets :wait, and hides its results.
+\set wait10 ':wait :wait :wait :wait :wait :wait :wait :wait :wait :wait'
+\set wait50 ':wait10 :wait10 :wait10 :wait10 :wait10'
 ALTER SYSTEM SET snowflake_id.shards = '0-7';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.shards'') <> ''0-7'';'
+:wait50
+\o
 
 -- 1. A plain role's table, with an index expression that calls an IMMUTABLE function, which calls
 -- a VOLATILE one that records who it runs as and tries to make its owner a superuser.
@@ -119,12 +127,18 @@ RESET ROLE;
 -- The server's switch refuses everyone, a superuser too.
 ALTER SYSTEM SET snowflake_id.fleet_connections = off;
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.fleet_connections'') <> ''off'';'
+:wait50
+\o
 SELECT * FROM snowflake_fleet_check(ARRAY[]::text[]);
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM RESET snowflake_id.fleet_connections;
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.fleet_connections'') <> ''on'';'
+:wait50
+\o
 SELECT count(*) > 0 AS this_server_checked FROM snowflake_fleet_check(ARRAY[]::text[]);
 
 -- 4. Cluster-wide figures are for pg_monitor: the reservation's writes tell the server's mint rate.

@@ -40,6 +40,11 @@ SELECT count(*) AS n,
        count(*) FILTER (WHERE u <= prev) AS not_increasing,
        bool_and(uuid_extract_timestamp(u) = date_trunc('milliseconds', uuidv7_timestamp(u))) AS ms_agree
 FROM (SELECT u, lag(u) OVER (ORDER BY n) AS prev FROM g) s;
+-- A wait for a reload, which a backend applies between statements: :wait50 is 50 statements
+-- :wait, each of which sleeps a tenth of a second while the setting still has its old value (5 s
+-- at most; nothing once it is in). Each wait below sets :wait, and hides its results.
+\set wait10 ':wait :wait :wait :wait :wait :wait :wait :wait :wait :wait'
+\set wait50 ':wait10 :wait10 :wait10 :wait10 :wait10'
 -- With no lead allowed, the time is the clock's at the call, to the millisecond. Inside a
 -- millisecond the 12-bit fraction counts on (RFC 9562 method 3) when calls come faster than
 -- one per 244 ns, so it may read a few microseconds past the clock, never a millisecond.
@@ -47,7 +52,10 @@ FROM (SELECT u, lag(u) OVER (ORDER BY n) AS prev FROM g) s;
 -- server, and let the reload reach this session.
 ALTER SYSTEM SET snowflake_id.uuidv7_max_lead = 0;
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.uuidv7_max_lead'') <> ''0'';'
+:wait50
+\o
 SHOW snowflake_id.uuidv7_max_lead;
 SELECT count(*) FILTER (WHERE uuidv7_timestamp(u) < date_trunc('milliseconds', c0)
                            OR date_trunc('milliseconds', uuidv7_timestamp(u)) > c1) AS outside_the_call
@@ -55,7 +63,10 @@ FROM (SELECT clock_timestamp() AS c0, uuidv7_next() AS u, clock_timestamp() AS c
       FROM generate_series(1, 20000)) s;
 ALTER SYSTEM RESET snowflake_id.uuidv7_max_lead;
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\o /dev/null
+\set wait 'SELECT pg_sleep(0.1) WHERE current_setting(''snowflake_id.uuidv7_max_lead'') <> ''1s'';'
+:wait50
+\o
 SHOW snowflake_id.uuidv7_max_lead;
 -- A session cannot change it: one session's lead would be every session's.
 \set VERBOSITY sqlstate

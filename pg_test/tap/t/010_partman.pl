@@ -30,9 +30,11 @@ if (($ENV{SFID_PG_PARTMAN} // '') ne 'yes')
 
 for my $major (split ' ', $ENV{SFID_PARTMAN} // '15 18')
 {
-	# Every expectation counts UTC days from now(): keep each major's run clear of a UTC midnight.
+	# Every expectation counts UTC days from now(), computed again in each statement: keep each
+	# major's run clear of a UTC midnight, with five minutes' margin for a slow run (a run takes
+	# seconds; one that crossed midnight would shift every day offset after it).
 	my $to_midnight = 86400 - time() % 86400;
-	sleep($to_midnight + 1) if $to_midnight < 30;
+	sleep($to_midnight + 1) if $to_midnight < 300;
 	my $node = sfid_node("partman_$major", $major, "snowflake_id.shards = '0-127'\nmax_connections = 20");
 	$node->start;
 	$node->safe_psql('postgres', q{
