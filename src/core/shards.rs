@@ -197,20 +197,28 @@ pub fn plan_block(server: u64, servers: u64, shard_count: u64) -> Option<(u32, u
     Some((bound(server)?, bound(server + 1)?.checked_sub(1)?))
 }
 
-/// The shard plan for a layout of `shard_count` shards, as one sentence: at most 64 servers (fewer
-/// when the layout has fewer shards), server 1's line as the example. What the hint of a server
-/// that owns no shards says.
+/// The shard plan for a layout of `shard_count` shards, as one sentence: 64 blocks (fewer when the
+/// layout has fewer shards), the last kept out of every server's line for backfills where the
+/// layout has 8 shards or more (docs/fleet.md), server 1's line as the example. What the hint of a
+/// server that owns no shards says.
 pub fn plan_sentence(shard_count: u64) -> String {
-    let servers = shard_count.min(64);
-    match (plan_block(1, servers, shard_count), shard_count / servers.max(1)) {
+    let blocks = shard_count.min(64);
+    let reserve = if shard_count >= 8 { plan_block(blocks - 1, blocks, shard_count) } else { None };
+    let servers = if reserve.is_some() { blocks - 1 } else { blocks };
+    let kept = match reserve {
+        Some((lo, hi)) if lo == hi => format!("; shard {lo} stays in no server's line, for backfills"),
+        Some((lo, hi)) => format!("; shards {lo}-{hi} stay in no server's line, for backfills"),
+        None => String::new(),
+    };
+    match (plan_block(1, blocks, shard_count), shard_count / blocks.max(1)) {
         (Some((lo, hi)), block) if block > 1 => format!(
             "Give each server its own block of shards: with up to {servers} servers, server k owns shards \
-            k*{block} to k*{block}+{}, for example snowflake_id.shards = '{lo}-{hi}' on server 1.",
+            k*{block} to k*{block}+{}, for example snowflake_id.shards = '{lo}-{hi}' on server 1{kept}.",
             block - 1
         ),
         (Some((lo, _)), _) => format!(
             "Give each server its own shard: with up to {servers} servers, server k owns shard k, for example \
-            snowflake_id.shards = '{lo}' on server 1."
+            snowflake_id.shards = '{lo}' on server 1{kept}."
         ),
         _ => "This layout has one shard, so only one server may mint snowflake ids: give it \
             snowflake_id.shards = '0'."
@@ -246,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_shard_plan() {
-        // docs/fleet.md's table: 128 each for up to 64 servers of the default 8,192 shards.
+        // docs/fleet.md's table: 64 blocks of 128 of the default 8,192 shards, the last kept for backfills.
         assert_eq!(plan_block(0, 64, 8192), Some((0, 127)));
         assert_eq!(plan_block(1, 64, 8192), Some((128, 255)));
         assert_eq!(plan_block(63, 64, 8192), Some((8064, 8191)));
@@ -271,7 +279,12 @@ mod tests {
             s[s.find("snowflake_id.shards = ").unwrap()..].split(' ').nth(2).unwrap().to_owned()
         };
         assert_eq!(example(8192), "'128-255'");
-        assert!(plan_sentence(8192).contains("server k owns shards k*128 to k*128+127"));
+        assert!(plan_sentence(8192).contains("with up to 63 servers, server k owns shards k*128 to k*128+127"));
+        assert!(plan_sentence(8192).ends_with("; shards 8064-8191 stay in no server's line, for backfills."));
+        assert!(plan_sentence(16).ends_with(
+            "with up to 15 servers, server k owns shard k, for example snowflake_id.shards = '1' on server 1; \
+            shard 15 stays in no server's line, for backfills."
+        ));
         assert_eq!(example(65536), "'1024-2047'");
         assert_eq!(example(1024), "'16-31'");
         assert_eq!(example(128), "'2-3'");
