@@ -82,47 +82,43 @@ build_citus() {
   rm -rf "$tmp"
 }
 
-# build_pg_tle PREFIX: builds and installs pg_tle from pg_tle_tarball into the PostgreSQL at
-# PREFIX (a few seconds), unless that version is installed there already. Its build generates a
-# scanner, so it needs flex. Fails if there is no tarball.
-build_pg_tle() {
-  local prefix="$1" pg_config="$1/bin/pg_config" tarball version control tmp
-  tarball="$(pg_tle_tarball)" || return 1
+# build_pgxs NAME TARBALL PREFIX [LIBRARY]: builds and installs the PGXS extension NAME from
+# TARBALL (NAME-VERSION.tar.gz) into the PostgreSQL at PREFIX (a few seconds), unless that version
+# is installed there already (and LIBRARY.so with it, where given).
+build_pgxs() {
+  local name="$1" tarball="$2" prefix="$3" library="${4:-}" pg_config="$3/bin/pg_config" version control tmp
   version="$(basename "$tarball" .tar.gz)"
-  version="${version#pg_tle-}"
-  control="$("$pg_config" --sharedir)/extension/pg_tle.control"
-  if [ -f "$control" ] && [ -f "$("$pg_config" --pkglibdir)/pg_tle.so" ] \
-     && grep -qx "default_version = '$version'" "$control"; then return 0; fi
-  need_debian_packages flex
-  log "building pg_tle from $(basename "$tarball") into $prefix"
+  version="${version#"$name"-}"
+  control="$("$pg_config" --sharedir)/extension/$name.control"
+  if [ -f "$control" ] && grep -qx "default_version = '$version'" "$control" \
+     && { [ -z "$library" ] || [ -f "$("$pg_config" --pkglibdir)/$library.so" ]; }; then return 0; fi
+  log "building $name from $(basename "$tarball") into $prefix"
   tmp="$(mktemp -d)"
   tar -xzf "$tarball" -C "$tmp"
-  (cd "$tmp"/pg_tle-* && make -j2 PG_CONFIG="$pg_config" >"$tmp/make.log" 2>&1 \
+  (cd "$tmp"/"$name"-* && make -j2 PG_CONFIG="$pg_config" >"$tmp/make.log" 2>&1 \
      && $SUDO make PG_CONFIG="$pg_config" install >"$tmp/install.log" 2>&1) \
     || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
   rm -rf "$tmp"
 }
 
+# build_pg_tle PREFIX: pg_tle from pg_tle_tarball into the PostgreSQL at PREFIX. Its build
+# generates a scanner, so it needs flex. Fails if there is no tarball.
+build_pg_tle() {
+  local tarball
+  tarball="$(pg_tle_tarball)" || return 1
+  need_debian_packages flex
+  build_pgxs pg_tle "$tarball" "$1" pg_tle
+}
+
 # pg_partman, for the partitioning test ($PG_PARTMAN_TARBALL to use another copy).
 pg_partman_tarball() { vendored_tarball pg_partman-5.1.0.tar.gz "${PG_PARTMAN_TARBALL:-}"; }
 
-# build_pg_partman PREFIX: builds and installs pg_partman from pg_partman_tarball into the PostgreSQL
-# at PREFIX (PGXS, a few seconds), unless that version is installed there already. Fails if there
-# is no tarball.
+# build_pg_partman PREFIX: pg_partman from pg_partman_tarball into the PostgreSQL at PREFIX. Fails
+# if there is no tarball.
 build_pg_partman() {
-  local prefix="$1" pg_config="$1/bin/pg_config" tarball version control tmp
+  local tarball
   tarball="$(pg_partman_tarball)" || return 1
-  version="$(basename "$tarball" .tar.gz)"
-  version="${version#pg_partman-}"
-  control="$("$pg_config" --sharedir)/extension/pg_partman.control"
-  if [ -f "$control" ] && grep -qx "default_version = '$version'" "$control"; then return 0; fi
-  log "building pg_partman from $(basename "$tarball") into $prefix"
-  tmp="$(mktemp -d)"
-  tar -xzf "$tarball" -C "$tmp"
-  (cd "$tmp"/pg_partman-* && make -j2 PG_CONFIG="$pg_config" >"$tmp/make.log" 2>&1 \
-     && $SUDO make PG_CONFIG="$pg_config" install >"$tmp/install.log" 2>&1) \
-    || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
-  rm -rf "$tmp"
+  build_pgxs pg_partman "$tarball" "$1"
 }
 
 # The pg_regress tests of pg_test/sql, in the order they run.
