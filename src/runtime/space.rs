@@ -244,6 +244,8 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
     let layout = guc::layout();
     // SAFETY: a plain read of this backend's database, set at connection.
     let database = u32::from(unsafe { pg_sys::MyDatabaseId });
+    // Whether this backend may replace an unknown floor is decided again for each record read.
+    UNKNOWN_WAITED.store(false, Ordering::Relaxed);
     wait_for_record_changes(database)?;
     let (recorded, fingerprint) = match read_record(database, generation)? {
         Record::Read(recorded, fingerprint) => (recorded, fingerprint),
@@ -373,7 +375,7 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
         }
     };
     let mut recorded = Vec::new();
-    let mut identities: Vec<(String, i64, i64)> = Vec::new();
+    let mut identities: Vec<Identity> = Vec::new();
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: PostgreSQL's table and system-scan API, used as its callers do; a NULL snapshot
     // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
@@ -416,7 +418,11 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
             let unix_us = |i: usize| pg_us(i).and_then(time::unix_us_from_pg_us);
             let epoch = unix_us(1).map_or(i64::MIN, |us| us.div_euclid(1000));
             let at = unix_us(2).unwrap_or(i64::MIN);
-            identities.push((layout.clone(), epoch, at));
+            // The row version: the extension's own floor writes are in place and keep it; any
+            // other write (an UPDATE, the merge of a row loaded again, a TRUNCATE and reload)
+            // makes a new one, so that the database is waited for again.
+            let xmin = (*(*tuple).t_data).t_choice.t_heap.t_xmin.into_inner();
+            identities.push((layout.clone(), epoch, at, xmin));
             let minted_before =
                 if has_floor { minted_before(pg_us(FLOOR_COLUMN as usize - 1)) } else { MintedBefore::Unknown };
             recorded.push(Recorded { layout, epoch_unix_ms: epoch, minted_before });
@@ -429,14 +435,21 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     Ok(Record::Read(recorded, fingerprint(identities)))
 }
 
-/// The fingerprint of a record: FNV-1a over its rows' layouts, epochs (Unix ms) and record times
-/// (Unix µs), in order, not their floors, which the extension advances itself. Never zero, which
-/// marks a free registry entry.
-fn fingerprint(mut identities: Vec<(String, i64, i64)>) -> u32 {
+/// One row of the record as its fingerprint sees it: layout, epoch (Unix ms), record time (Unix
+/// µs) and the transaction that wrote the row version (its raw xmin).
+type Identity = (String, i64, i64, u32);
+
+/// The fingerprint of a record: FNV-1a over its rows' layouts, epochs, record times and row
+/// versions, in order; not their floors, which the extension advances itself in place (so its
+/// own writes keep the fingerprint, and every other write changes it). Never zero, which marks a
+/// free registry entry.
+fn fingerprint(mut identities: Vec<Identity>) -> u32 {
     identities.sort();
     let mut hash: u32 = 0x811c_9dc5;
-    for (layout, epoch, at) in &identities {
-        for b in layout.bytes().chain(epoch.to_le_bytes()).chain(at.to_le_bytes()) {
+    for (layout, epoch, at, xmin) in &identities {
+        let len = u32::try_from(layout.len()).unwrap_or(u32::MAX);
+        let bytes = len.to_le_bytes().into_iter().chain(layout.bytes()).chain(epoch.to_le_bytes());
+        for b in bytes.chain(at.to_le_bytes()).chain(xmin.to_le_bytes()) {
             hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
         }
     }
@@ -452,12 +465,18 @@ fn fingerprint(mut identities: Vec<(String, i64, i64)>) -> u32 {
 /// restart waits for that floor, not for the horizon.
 fn created_here() {
     let layout = guc::layout();
-    // SAFETY: plain reads of this backend's database and of the transaction's start, which is
-    // what the row's recorded_at (DEFAULT now()) holds.
-    let (database, start_pg_us) =
-        unsafe { (u32::from(pg_sys::MyDatabaseId), pg_sys::GetCurrentTransactionStartTimestamp()) };
+    // SAFETY: plain reads of this backend's database, of the transaction's start, which is what
+    // the row's recorded_at (DEFAULT now()) holds, and of the (sub)transaction that inserted the
+    // row (its xmin), which the statement's write gave an id.
+    let (database, start_pg_us, xmin) = unsafe {
+        (
+            u32::from(pg_sys::MyDatabaseId),
+            pg_sys::GetCurrentTransactionStartTimestamp(),
+            pg_sys::GetCurrentTransactionId().into_inner(),
+        )
+    };
     if let Some(at) = time::unix_us_from_pg_us(start_pg_us) {
-        let row = (layout.widths().to_string(), layout.epoch_unix_ms(), at);
+        let row = (layout.widths().to_string(), layout.epoch_unix_ms(), at, xmin);
         shmem::mark_database_checked(database, fingerprint(vec![row]));
     }
 }
@@ -703,7 +722,10 @@ fn write_floor(table: pg_sys::Oid, until_unix_ms: i64) -> Result<i64, &'static s
         if outcome.is_ok() {
             // Rows earlier than `until`, then, if this backend may, rows whose floor is unknown.
             let mut passes = vec![(pg_sys::BTLessStrategyNumber, pg_sys::F_TIMESTAMPTZ_LT, until_pg_us)];
-            if UNKNOWN_WAITED.load(Ordering::Relaxed) {
+            // Only under the record this backend checked: one changed since (a restore committed
+            // while this call waited) may hold a floor this backend knows nothing of.
+            if UNKNOWN_WAITED.load(Ordering::Relaxed) && CHECKED_AT.load(Ordering::Relaxed) == shmem::space_generation()
+            {
                 passes.push((pg_sys::BTEqualStrategyNumber, pg_sys::F_TIMESTAMPTZ_EQ, i64::MAX));
             }
             'passes: for (strategy, function, value) in passes {

@@ -10,6 +10,8 @@
 # once the restore has committed. No check depends on how fast the machine is: the restore ends
 # only when told to, and the one duration checked is a lower bound the server keeps.
 #
+# A floor raised without a new row (an UPDATE) is waited for, as a new row is.
+#
 # A data-only refresh from a dump of the same database loads a record row the database already
 # has: it keeps one row with the later floor, where it used to fail with 23505 on the record and
 # leave the older floor in force.
@@ -110,6 +112,15 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	$restore_commit->($r);
 	$node->safe_psql('app', q{INSERT INTO t (src) VALUES ('after')});
 	is($above_restored->('after'), 't', "PostgreSQL $major: once it committed, ids mint above the restored one");
+
+	# A change that keeps the record's layouts, epochs and record times (a floor raised by an
+	# UPDATE, as the merge of a row loaded again does) is waited for too: the row version changed.
+	# The next id lies at or past the raised floor, not at this server's clock below it.
+	$node->safe_psql('app',
+		q{UPDATE snowflake_id_private.snowflake_id_space SET minted_before = clock_timestamp() + interval '2 s'});
+	my $floor = $node->safe_psql('app', 'SELECT max(minted_before) FROM snowflake_id_private.snowflake_id_space');
+	is($node->safe_psql('app', qq{SELECT snowflake_timestamp(snowflake_next(1)) >= '$floor'::timestamptz}),
+		't', "PostgreSQL $major: a floor raised in place of the same rows is waited for");
 
 	# A data-only refresh: staging was restored from a full dump of app; app mints on, and a
 	# data-only dump of it is loaded into staging again.
