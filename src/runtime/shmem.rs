@@ -552,6 +552,17 @@ pub fn note_record_change(database: u32, xid: u32, running: impl Fn(u32) -> bool
     false
 }
 
+/// Clears the entry [`note_record_change`] made for `database` and `xid`: at the end of that
+/// transaction, by its own backend, so that no entry outlives it (a 32-bit xid left behind would
+/// read as running again after 2^31 more transactions).
+pub fn clear_record_change(database: u32, xid: u32) {
+    let Ok(seg) = segment() else { return };
+    let key = u64::from(database) << 32 | u64::from(xid);
+    for e in &seg.header().record_changes {
+        let _ = e.compare_exchange(key, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
 /// The transactions noted as changing `database`'s record, clearing the entries of those for which
 /// `running` says they ended.
 pub fn record_changes(database: u32, running: impl Fn(u32) -> bool) -> Vec<u32> {

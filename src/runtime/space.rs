@@ -171,11 +171,17 @@ pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
     }
     shmem::bump_space_generation();
     if !REGISTERED.swap(true, Ordering::Relaxed) {
-        register_xact_callback(PgXactCallbackEvent::Commit, || {
+        // The commit's announcement, then the entry cleared: a backend that waited for this
+        // transaction reads the record once it is gone, and the commit is visible by then.
+        register_xact_callback(PgXactCallbackEvent::Commit, move || {
             shmem::bump_space_generation();
+            shmem::clear_record_change(database, xid);
             REGISTERED.store(false, Ordering::Relaxed);
         });
-        register_xact_callback(PgXactCallbackEvent::Abort, || REGISTERED.store(false, Ordering::Relaxed));
+        register_xact_callback(PgXactCallbackEvent::Abort, move || {
+            shmem::clear_record_change(database, xid);
+            REGISTERED.store(false, Ordering::Relaxed);
+        });
         // COMMIT PREPARED runs no callback of this backend: the notice at commit would be lost.
         register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
             errors::raise(errors::space_change_prepared());
