@@ -70,3 +70,10 @@ REVOKE ALL ON FUNCTION snowflake_id_private.snowflake_id_space_merge() FROM PUBL
 CREATE TRIGGER snowflake_id_space_merge BEFORE INSERT ON snowflake_id_private.snowflake_id_space
 FOR EACH ROW EXECUTE FUNCTION snowflake_id_private.snowflake_id_space_merge();
 ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowflake_id_space_merge;
+
+-- A floor still "nothing minted" (-infinity) after 0.3.0 is one whose first in-place write
+-- failed (a lock, a minor release without the in-place API) or one of a database that minted
+-- nothing: either way it is not known. It starts unknown, as a new record does since 0.4.0, so
+-- that a dump of it makes its restore wait out the horizon at worst; the database's next first id
+-- waits as long as a call may wait, once, and writes its floor.
+UPDATE snowflake_id_private.snowflake_id_space SET minted_before = 'infinity' WHERE minted_before = '-infinity';
