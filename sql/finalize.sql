@@ -141,10 +141,16 @@ ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowfl
 -- A restore that loads a row the record already has (a data-only refresh from a dump of the same
 -- database: the same layout, epoch and record time) keeps that one row with the later floor, or
 -- unknown if either is, rather than fail on the unique index and leave the older floor in force.
--- It runs as the role that writes the record (only superusers may), and changes only the record.
+-- It runs as its owner (a superuser, as CREATE EXTENSION makes it), since reading the row it
+-- merges into needs SELECT, which pg_write_all_data, a role that may write the record, lacks; it
+-- changes only the floor of the row with the loaded row's identity, as that role could.
 CREATE FUNCTION snowflake_id_private.snowflake_id_space_merge() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    -- A row without a floor is not merged: the column's NOT NULL refuses it.
+    IF NEW.minted_before IS NULL THEN
+        RETURN NEW;
+    END IF;
     UPDATE snowflake_id_private.snowflake_id_space s
     SET minted_before = greatest(s.minted_before, NEW.minted_before)
     WHERE s.layout = NEW.layout AND s.epoch = NEW.epoch AND s.recorded_at = NEW.recorded_at;

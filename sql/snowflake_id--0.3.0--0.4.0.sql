@@ -56,8 +56,12 @@ COMMENT ON FUNCTION snowflake_compose(timestamptz, int, int, text, timestamptz) 
 -- database) keeps that one row with the later floor, rather than fail on the unique index and leave
 -- the older floor in force (sql/finalize.sql).
 CREATE FUNCTION snowflake_id_private.snowflake_id_space_merge() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    -- A row without a floor is not merged: the column's NOT NULL refuses it.
+    IF NEW.minted_before IS NULL THEN
+        RETURN NEW;
+    END IF;
     UPDATE snowflake_id_private.snowflake_id_space s
     SET minted_before = greatest(s.minted_before, NEW.minted_before)
     WHERE s.layout = NEW.layout AND s.epoch = NEW.epoch AND s.recorded_at = NEW.recorded_at;

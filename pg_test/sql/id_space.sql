@@ -29,6 +29,14 @@ SELECT layout, epoch, '2024-06-01 00:00+00', '2024-07-01 00:00+00' FROM snowflak
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
 SELECT layout, epoch, '2024-06-01 00:00+00', '2024-06-15 00:00+00' FROM snowflake_layout();
 SELECT count(*), max(minted_before) FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
+-- So does a member of pg_write_all_data, who may write the record but not read it.
+CREATE ROLE regress_sfid_writer IN ROLE pg_write_all_data;
+SET ROLE regress_sfid_writer;
+INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
+SELECT layout, epoch, '2024-06-01 00:00+00', '2024-08-01 00:00+00' FROM snowflake_layout();
+RESET ROLE;
+DROP ROLE regress_sfid_writer;
+SELECT count(*), max(minted_before) FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
 INSERT INTO snowflake_id_private.snowflake_id_space (layout, epoch, recorded_at, minted_before)
 SELECT layout, epoch, '2024-06-01 00:00+00', 'infinity' FROM snowflake_layout();
 SELECT count(*), max(minted_before) FROM snowflake_id_private.snowflake_id_space WHERE recorded_at = '2024-06-01 00:00+00';
