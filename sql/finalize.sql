@@ -103,11 +103,11 @@ AS 'MODULE_PATHNAME', 'snowflake_layout_wrapper';
 -- gets 'infinity': unknown. So does the row written here: the floor is written in place by the
 -- first id past it, and where that write fails (a minor release without the in-place API, the row
 -- locked), 'infinity' makes a restore wait out the horizon, where '-infinity' (nothing minted)
--- would make it wait for nothing. The first id of the database waits out the horizon once (about
--- 2 s with the default settings), then writes a floor of its own. The trigger makes backends that
--- already checked read it again. Its
--- replica identity is a unique index on the columns the extension never writes in place, so that a
--- publication FOR ALL TABLES replicates its UPDATEs and DELETEs (the floors differ on each side:
+-- would make it wait for nothing. On the server that runs CREATE EXTENSION the first id does not
+-- wait (the trigger counts the database as checked) and writes a floor of its own; elsewhere the
+-- first id waits out the horizon once. The trigger makes backends that already checked read it
+-- again. Its replica identity is a unique index on the columns the extension never writes in
+-- place, so that a publication FOR ALL TABLES replicates its UPDATEs and DELETEs (the floors differ on each side:
 -- logical replication does not carry in-place writes). It lives in a schema of its own that PUBLIC
 -- may not use: a role that can name a table can lock it (a PREPARE locks before privileges are
 -- checked, CREATE RULE asks for ACCESS EXCLUSIVE before ownership is), and a lock held with a
