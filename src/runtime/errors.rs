@@ -521,8 +521,9 @@ pub fn replay_other_layout(until_unix_ms: i64) -> ErrorReport {
         time::format_unix_ms(until_unix_ms)
     ))
     .set_hint(
-        "Recovery stops here. Give this server the primary's snowflake_id.layout and snowflake_id.epoch (those the \
-        file was written with), then start it again; it replays this record again.",
+        "Recovery stops here. Give this server the snowflake_id.layout and snowflake_id.epoch the file was written \
+        with, or, if its primary started a new id space on purpose, move the file out of the data directory; then \
+        start it again, and it replays this record again.",
     )
 }
 

@@ -106,10 +106,18 @@ pub fn replay(until: i64, written_at: i64) {
     let Some(lock) = ReservationLock::acquire(true) else { return };
     let refused = shmem::refusal();
     if refused == Some(Refusal::OtherLayout) {
-        // The file is never replaced (its ids may share tables with this layout's), so the record
-        // cannot be kept: stop recovery, as for a file that cannot be written, rather than let a
-        // restartpoint pass a reservation no durable place holds.
         drop(lock);
+        // A primary's crash recovery replays its own records, which the file, written before
+        // each of them, already holds: nothing is lost by passing them (and its generators stay
+        // refused until the file or the settings are fixed).
+        // SAFETY: a plain read of a flag the startup process set before replay began.
+        if !unsafe { pg_sys::ArchiveRecoveryRequested } {
+            return;
+        }
+        // A standby's or an archive recovery's records come from elsewhere, and the file is never
+        // replaced (its ids may share tables with this layout's), so the record cannot be kept:
+        // stop recovery, as for a file that cannot be written, rather than let a restartpoint pass
+        // a reservation no durable place holds.
         errors::replay_other_layout(until).report(PgLogLevel::FATAL);
         return;
     }

@@ -4,7 +4,8 @@
 # promotion is above every id in the replicated tables: snowflake shards and UUIDv7, including
 # a table without an index. The promoted standby's reservation, replayed from the WAL, is checked
 # on its own too. Then a standby that cannot write a replayed reservation stops recovery, and so
-# does one whose reservation file belongs to another layout than its settings.
+# does one whose reservation file belongs to another layout than its settings; a primary's own
+# crash recovery with such a file starts, and refuses to mint until its layout is back.
 use strict;
 use warnings;
 use FindBin;
@@ -142,6 +143,24 @@ for my $major (@majors)
 			SELECT (SELECT reserved_until FROM snowflake_id_reservation()) > (SELECT max(snowflake_timestamp(id)) FROM sf)}),
 		't', "PostgreSQL $major: with the primary's layout, it replayed the reservation above every id");
 	$standby3->stop;
+
+	# A primary's own crash recovery, its layout changed meanwhile, passes such records: the file,
+	# written before each, holds them. It starts, and refuses to mint until the layout is back.
+	$standby->safe_psql('postgres', 'CHECKPOINT');
+	$standby->safe_psql('postgres', 'SELECT snowflake_id_advance(clock_timestamp() + interval \'1 s\')');
+	$standby->safe_psql('postgres', 'INSERT INTO sf (batch) SELECT 4 FROM generate_series(1, 100)');
+	$standby->append_conf('postgresql.conf', "snowflake_id.layout = 'twitter'");
+	$standby->stop('immediate');
+	ok($standby->start(fail_ok => 1),
+		"PostgreSQL $major: a primary whose layout changed before a crash recovers (its file holds its records)");
+	my ($rc, $out, $err) = $standby->psql('postgres', 'SELECT snowflake_next(1)');
+	like($err, qr/belong(s)? to another (layout|id space)/, "PostgreSQL $major: and refuses to mint until the layout is back");
+	$standby->adjust_conf('postgresql.conf', 'snowflake_id.layout', undef);
+	$standby->restart;
+	is($standby->safe_psql('postgres', q{
+			INSERT INTO sf (batch) VALUES (5);
+			SELECT (SELECT id FROM sf WHERE batch = 5) > (SELECT max(id) FROM sf WHERE batch <> 5)}),
+		't', "PostgreSQL $major: with its layout back, it mints above every id");
 	$standby->stop;
 }
 
