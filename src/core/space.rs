@@ -54,15 +54,24 @@ pub struct Recorded {
     pub minted_before: MintedBefore,
 }
 
-/// The database's floor: the latest of its rows', and unknown if any row's is.
-pub fn floor(recorded: &[Recorded]) -> MintedBefore {
-    recorded.iter().fold(MintedBefore::Nothing, |acc, r| match (acc, r.minted_before) {
-        (MintedBefore::Unknown, _) | (_, MintedBefore::Unknown) => MintedBefore::Unknown,
-        (MintedBefore::At(a), MintedBefore::At(b)) => MintedBefore::At(a.max(b)),
-        (MintedBefore::At(a), MintedBefore::Nothing) | (MintedBefore::Nothing, MintedBefore::At(a)) => {
-            MintedBefore::At(a)
-        }
-        (MintedBefore::Nothing, MintedBefore::Nothing) => MintedBefore::Nothing,
+/// The database's floor, over all its rows: the latest floor a row knows, and whether some row's
+/// is unknown. Both count: a restore adds the dumped rows (with their floor) beside the row
+/// `CREATE EXTENSION` wrote (unknown), and the dumped floor may lie past the horizon an unknown
+/// one is waited to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Floor {
+    /// The latest Unix millisecond a row says every id lies before, if a row says one.
+    pub latest: Option<i64>,
+    /// Some row's floor is unknown: ids may lie as far ahead as the horizon.
+    pub unknown: bool,
+}
+
+/// See [`Floor`].
+pub fn floor(recorded: &[Recorded]) -> Floor {
+    recorded.iter().fold(Floor { latest: None, unknown: false }, |acc, r| match r.minted_before {
+        MintedBefore::Nothing => acc,
+        MintedBefore::At(at) => Floor { latest: Some(acc.latest.map_or(at, |l| l.max(at))), ..acc },
+        MintedBefore::Unknown => Floor { unknown: true, ..acc },
     })
 }
 
@@ -81,14 +90,15 @@ pub enum FloorWait {
     },
 }
 
-/// See [`FloorWait`].
-pub fn wait_target(floor: MintedBefore, now_unix_ms: i64, horizon_ms: i64) -> FloorWait {
+/// See [`FloorWait`]. A known floor past the horizon is refused even where another row's is
+/// unknown: waiting to the horizon would mint below it.
+pub fn wait_target(floor: Floor, now_unix_ms: i64, horizon_ms: i64) -> FloorWait {
     let horizon = now_unix_ms.saturating_add(horizon_ms);
     match floor {
-        MintedBefore::Nothing => FloorWait::None,
-        MintedBefore::Unknown => FloorWait::To(horizon),
-        MintedBefore::At(f) if f > horizon => FloorWait::Beyond { floor: f },
-        MintedBefore::At(f) => FloorWait::To(f),
+        Floor { latest: Some(f), .. } if f > horizon => FloorWait::Beyond { floor: f },
+        Floor { unknown: true, .. } => FloorWait::To(horizon),
+        Floor { latest: Some(f), .. } => FloorWait::To(f),
+        Floor { latest: None, unknown: false } => FloorWait::None,
     }
 }
 
@@ -165,15 +175,20 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_is_the_latest_row_unless_one_is_unknown() {
+    fn the_floor_is_the_latest_row_and_whether_one_is_unknown() {
         let row = |m| Recorded { minted_before: m, ..rec("default", DEFAULT_EPOCH_UNIX_MS) };
-        assert_eq!(floor(&[]), MintedBefore::Nothing);
-        assert_eq!(floor(&[row(MintedBefore::Nothing)]), MintedBefore::Nothing);
+        let nothing = Floor { latest: None, unknown: false };
+        assert_eq!(floor(&[]), nothing);
+        assert_eq!(floor(&[row(MintedBefore::Nothing)]), nothing);
         assert_eq!(
             floor(&[row(MintedBefore::At(5)), row(MintedBefore::Nothing), row(MintedBefore::At(9))]),
-            MintedBefore::At(9)
+            Floor { latest: Some(9), unknown: false }
         );
-        assert_eq!(floor(&[row(MintedBefore::At(5)), row(MintedBefore::Unknown)]), MintedBefore::Unknown);
+        // A restore: the dumped row's floor beside the unknown one CREATE EXTENSION wrote.
+        assert_eq!(
+            floor(&[row(MintedBefore::Unknown), row(MintedBefore::At(5))]),
+            Floor { latest: Some(5), unknown: true }
+        );
     }
 
     #[test]
@@ -182,15 +197,18 @@ mod tests {
         assert_eq!(h, 1750, "the default settings wait up to 2 s for a generator ahead, less the headroom");
         assert_eq!(horizon_ms(&ClockPolicy { max_lead_ms: 5, max_wait_ms: 15_000 }), 15_750);
         let now = 1_780_000_000_000;
-        assert_eq!(wait_target(MintedBefore::Nothing, now, h), FloorWait::None);
-        assert_eq!(wait_target(MintedBefore::At(now - 60_000), now, h), FloorWait::To(now - 60_000));
-        assert_eq!(wait_target(MintedBefore::At(now + 1500), now, h), FloorWait::To(now + 1500));
-        assert_eq!(
-            wait_target(MintedBefore::At(now + 86_400_000), now, h),
-            FloorWait::Beyond { floor: now + 86_400_000 }
-        );
-        assert_eq!(wait_target(MintedBefore::At(now + h), now, h), FloorWait::To(now + h));
-        assert_eq!(wait_target(MintedBefore::At(now + h + 1), now, h), FloorWait::Beyond { floor: now + h + 1 });
-        assert_eq!(wait_target(MintedBefore::Unknown, now, h), FloorWait::To(now + h));
+        let known = |f| Floor { latest: Some(f), unknown: false };
+        let unknown_and = |f| Floor { latest: Some(f), unknown: true };
+        assert_eq!(wait_target(Floor { latest: None, unknown: false }, now, h), FloorWait::None);
+        assert_eq!(wait_target(known(now - 60_000), now, h), FloorWait::To(now - 60_000));
+        assert_eq!(wait_target(known(now + 1500), now, h), FloorWait::To(now + 1500));
+        assert_eq!(wait_target(known(now + 86_400_000), now, h), FloorWait::Beyond { floor: now + 86_400_000 });
+        assert_eq!(wait_target(known(now + h), now, h), FloorWait::To(now + h));
+        assert_eq!(wait_target(known(now + h + 1), now, h), FloorWait::Beyond { floor: now + h + 1 });
+        assert_eq!(wait_target(Floor { latest: None, unknown: true }, now, h), FloorWait::To(now + h));
+        // A restored floor past the horizon beside an unknown one is refused, not waited to the
+        // horizon and minted below; one below the horizon waits to the horizon.
+        assert_eq!(wait_target(unknown_and(now + 4900), now, h), FloorWait::Beyond { floor: now + 4900 });
+        assert_eq!(wait_target(unknown_and(now + 1000), now, h), FloorWait::To(now + h));
     }
 }

@@ -267,8 +267,8 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
     FLOOR_KNOWN.store(
         match floor {
             _ if RECORD_TABLE.load(Ordering::Relaxed) == 0 => i64::MAX,
-            MintedBefore::At(ms) => ms,
-            MintedBefore::Nothing | MintedBefore::Unknown => i64::MIN,
+            space::Floor { unknown: true, .. } | space::Floor { latest: None, .. } => i64::MIN,
+            space::Floor { latest: Some(ms), .. } => ms,
         },
         Ordering::Relaxed,
     );
@@ -311,7 +311,7 @@ enum Record {
 /// generators count only when the record names the server's id space, since otherwise its times
 /// mean nothing here. A floor further ahead than a call may wait fails the call (58000), and the
 /// database stays unchecked, so that every later call looks again.
-fn wait_for_floor(floor: MintedBefore, snowflake: bool) -> Result<(), ErrorReport> {
+fn wait_for_floor(floor: space::Floor, snowflake: bool) -> Result<(), ErrorReport> {
     if cfg!(any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")) {
         return Ok(());
     }
@@ -350,7 +350,7 @@ fn wait_for_floor(floor: MintedBefore, snowflake: bool) -> Result<(), ErrorRepor
         // and a later step back of the clock cannot bring an idle generator below it.
         shmem::raise_generators(layout, until, clock::now_unix_ms());
     }
-    if floor == MintedBefore::Unknown {
+    if floor.unknown {
         UNKNOWN_WAITED.store(true, Ordering::Relaxed);
     }
     Ok(())

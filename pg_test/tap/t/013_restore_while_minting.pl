@@ -10,7 +10,8 @@
 # once the restore has committed. No check depends on how fast the machine is: the restore ends
 # only when told to, and the one duration checked is a lower bound the server keeps.
 #
-# A floor raised without a new row (an UPDATE) is waited for, as a new row is.
+# A floor raised without a new row (an UPDATE) is waited for, as a new row is; a restored floor
+# past the horizon is refused, even beside the unknown one of the restore's CREATE EXTENSION.
 #
 # A data-only refresh from a dump of the same database loads a record row the database already
 # has: it keeps one row with the later floor, where it used to fail with 23505 on the record and
@@ -146,6 +147,20 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 		"PostgreSQL $major: the data-only refresh loads without an error");
 	is($node->safe_psql('staging', $rows), $app_rows,
 		"PostgreSQL $major: app's rows in staging now carry app's later floors, once each");
+
+	# A dump whose floor lies further ahead than a call may wait, restored into a new database:
+	# its record holds the dumped floor beside the unknown one CREATE EXTENSION writes, and the
+	# first id refuses (58000) rather than wait out the horizon for the unknown one and mint below
+	# the dumped floor.
+	$node->safe_psql('app',
+		q{UPDATE snowflake_id_private.snowflake_id_space SET minted_before = clock_timestamp() + interval '60 s'});
+	my $far = "$PostgreSQL::Test::Utils::tmp_check/app_far$major.dump";
+	command_ok([ "$bin/pg_dump", '-Fc', '-f', $far, '-d', $node->connstr('app') ], "PostgreSQL $major: a dump with a floor 60 s ahead");
+	$node->safe_psql('postgres', 'CREATE DATABASE far');
+	command_ok([ "$bin/pg_restore", '--exit-on-error', '-d', $node->connstr('far'), $far ], "PostgreSQL $major: restored as far");
+	my ($far_rc, $far_out, $far_err) = $node->psql('far', 'SELECT snowflake_next(1)', extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($far_err, qr/58000: this database holds ids minted until/,
+		"PostgreSQL $major: its first id refuses with 58000, not minted below the restored floor");
 	$node->stop;
 }
 
