@@ -173,7 +173,9 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	for my $table ('state', 'config')
 	{
 		my $r = $node->background_psql('onedb', on_error_stop => 0);
-		$r->query_until(qr/started/, "\\echo started\nREINDEX TABLE snowflake_id_portable.$table;\n\\echo reindexed\n");
+		# (A lock_timeout, so that no wait among the sessions below outlasts the test.)
+		$r->query_until(qr/started/,
+			"SET lock_timeout = '20s';\n\\echo started\nREINDEX TABLE snowflake_id_portable.$table;\n\\echo reindexed\n");
 		push @reindexes, $r;
 	}
 	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'})
@@ -181,7 +183,7 @@ for my $major (split ' ', $ENV{SFID_PORTABLE} // '14 15 16 17 18')
 	# Meanwhile the app's configure() waits too, for the configuration's index, and must not hold
 	# the jumps' lock while it waits.
 	my $cfg = $node->background_psql('onedb', extra_params => [ '-U', 'app' ], on_error_stop => 0);
-	$cfg->query_until(qr/started/, "\\echo started\nSELECT snowflake_portable_configure(shards => '7');\n");
+	$cfg->query_until(qr/started/, "SET lock_timeout = '20s';\n\\echo started\nSELECT snowflake_portable_configure(shards => '7');\n");
 	# (It gives up after a second: if it did before this saw it wait, the check below proves less.)
 	$node->poll_query_until('onedb', q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE 'SELECT snowflake_portable_configure%'
 	                                     AND (wait_event_type = 'Lock' OR state <> 'active')})
