@@ -857,8 +857,8 @@ def main():
             psql(f"CREATE EXTENSION IF NOT EXISTS {ext};")
     gens, notes = all_generators(args.pg_major, available)
     version = psql("SHOW server_version;").strip()
-    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=12"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    # scripts/bench.sh passes the stamp (lib.sh's source_stamp), taken before the run writes its pages.
+    commit = os.environ.get("SNOWFLAKE_SOURCE_STAMP") or "unknown"
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     machine = {
         "date": datetime.date.today().isoformat(),

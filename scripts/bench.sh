@@ -31,4 +31,4 @@ cluster_env "$V" "$NAME" "$PORT"
 # A key for the public forms, for this throwaway cluster only.
 as_postgres bash -c "umask 077 && printf '1 %s encode\n' \"\$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')\" > '$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.keys'"
 # shellcheck disable=SC2086
-"$venv/bin/python" "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}
+SNOWFLAKE_SOURCE_STAMP="$(source_stamp)" "$venv/bin/python" "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}

@@ -42,6 +42,16 @@ fail() { FAILED=$((FAILED + 1)); echo "not ok - $*"; }
 check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
 
 # This release (Cargo.toml's version) and the one before it (the CHANGELOG's next section).
+# source_stamp: the commit the benchmarks measure, with "-dirty" when files other than the
+# benchmarks' own pages (which a run rewrites as it goes) differ from it.
+source_stamp() {
+  local commit
+  commit="$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2>/dev/null)" || { echo unknown; return; }
+  if [ -n "$(git -C "$REPO_ROOT" status --porcelain -- . ':!docs/bench' ':!docs/benchmarks*.md')" ]; then
+    commit="$commit-dirty"
+  fi
+  echo "$commit"
+}
 current_release() { sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1; }
 previous_release() { sed -n 's/^## \([0-9][0-9.]*\)\( (unreleased)\)\{0,1\}$/\1/p' "$REPO_ROOT/CHANGELOG.md" | sed -n 2p; }
 
