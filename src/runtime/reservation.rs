@@ -224,12 +224,21 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     // Whether a reservation up to `until` lets the caller go on: past the word for a caller that
     // must have it, far enough past for an opportunistic one.
     let enough = |until: i64| if must { word_unix_ms < until } else { !rules::due_for_renewal(until, word_unix_ms) };
-    let standbys_have = |lsn: u64| !wal::standbys_required() || wal::standbys_flushed() >= lsn;
+    // Whether the standbys have the renewal whose record ends at `lsn` (or none is required), as
+    // the server says under SyncRepLock; `peek` only says whether to take the reservation lock.
+    let standbys_have = |lsn: u64| {
+        let sync = wal::sync_state();
+        !sync.required || sync.flushed >= lsn
+    };
+    let peek = |lsn: u64| {
+        let sync = wal::sync_state_peek();
+        !sync.required || sync.flushed >= lsn
+    };
     loop {
         // An opportunistic call whose renewal is written and still on its way to the standbys
         // has nothing to do: the lock is not taken on every id until they answer.
         if let Some((until, _, lsn)) = shmem::pending_reservation() {
-            if !must && enough(until) && !standbys_have(lsn) {
+            if !must && enough(until) && !peek(lsn) {
                 return Ok(());
             }
         }
@@ -281,6 +290,25 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
             return Ok(());
         }
         // No lock is held: the wait lasts as long as the standbys take, and a cancel ends it.
-        wal::wait_for_standbys(lsn);
+        wait_for_standbys(lsn, word_unix_ms);
+    }
+}
+
+/// How often a call that waits for the synchronous standbys looks whether they answered: the
+/// walsenders wake only the commits they queued.
+const STANDBYS_POLL_MS: u64 = 10;
+
+/// Waits until the synchronous standbys have flushed the WAL up to `lsn`, none is required any
+/// more (`synchronous_standby_names` emptied: the server's copy, which a reload reaches while this
+/// waits, as for a commit), or another backend published a reservation past the word; interruptible
+/// as any wait of a query (a cancel raises 57014 here). The caller holds no lock. Shown as
+/// PostgreSQL's own `IPC`/`SyncRep` wait event.
+fn wait_for_standbys(lsn: u64, word_unix_ms: i64) {
+    loop {
+        let sync = wal::sync_state();
+        if !sync.required || sync.flushed >= lsn || shmem::reserved_until() > word_unix_ms {
+            return;
+        }
+        wal::wait_as_sync_rep(STANDBYS_POLL_MS);
     }
 }

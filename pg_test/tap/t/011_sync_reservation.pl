@@ -5,8 +5,10 @@
 #
 # The standby's walreceiver is frozen (SIGSTOP): a call that takes ids past the reservation in
 # force waits for it, seen as IPC/SyncRep in pg_stat_activity, and a cancel ends the wait with
-# nothing handed out. Frozen again while a client keeps taking ids, each call with a
-# statement_timeout of 300 ms, for 2 s (four reservations ahead: 0.5 s each):
+# nothing handed out; so does emptying synchronous_standby_names and reloading, as for a commit
+# (the server's copy of the setting decides, not the waiting backend's). Frozen again while a
+# client keeps taking ids, each call with a statement_timeout of 300 ms, for 2 s (four
+# reservations ahead: 0.5 s each):
 # - every id the client holds lies below the reservation the frozen standby has replayed;
 # - the primary and the frozen walreceiver are killed (-9) at once, the standby promoted with its
 #   clock 5 s behind: every id it mints is above every id the client held, and none repeats one.
@@ -66,7 +68,43 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	eval { $waiter->finish };
 	like($werr, qr/canceling statement due to user request/, "PostgreSQL $major: a cancel ends the wait");
 	is($wout, '', "PostgreSQL $major: and hands out no id");
+
+	# Still frozen: a call waits again, and emptying synchronous_standby_names lets it go on, as a
+	# commit would be, though its backend read the setting before the reload.
+	my ($rout, $rerr) = ('', '');
+	my $paced = 'SELECT count(*) FROM (SELECT snowflake_next(), pg_sleep(0.02) FROM generate_series(1, 150)) s';
+	my $released = IPC::Run::start(
+		[ install_path($major) . '/bin/psql', '-X', '-A', '-t', '-d', $primary->connstr('postgres'), '-c', $paced ],
+		'>', \$rout, '2>', \$rerr);
+	my $active = qq{SELECT count(*) FROM pg_stat_activity WHERE query = '$paced'};
+	$waits = 0;
+	for (1 .. 300)
+	{
+		$waits = $primary->safe_psql('postgres', "$active AND wait_event_type = 'IPC' AND wait_event = 'SyncRep'");
+		last if $waits;
+		sleep 0.1;
+	}
+	is($waits, '1', "PostgreSQL $major: frozen again, a call waits for the standby");
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = ''");
+	$primary->reload;
+	my $left = 1;
+	for (1 .. 300)
+	{
+		$left = $primary->safe_psql('postgres', $active);
+		last unless $left;
+		sleep 0.1;
+	}
+	is($left, '0', "PostgreSQL $major: emptying synchronous_standby_names lets the waiting call go on");
+	$primary->safe_psql('postgres', qq{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = '$paced'}) if $left;
+	eval { $released->finish };
+	is($rout, "150\n", "PostgreSQL $major: and it takes every id it asked for") or diag($rerr);
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = '$standby_name'");
+	$primary->reload;
+
 	kill 'CONT', $receiver;
+	$primary->poll_query_until('postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$standby_name'")
+	  or BAIL_OUT("the standby did not become synchronous again");
 	is($primary->safe_psql('postgres', 'SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 1000)'),
 		'1000', "PostgreSQL $major: once the standby receives again, ids flow");
 
