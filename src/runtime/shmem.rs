@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    4,992 bytes (39 cache-line pairs)
+//! Header                                    6,016 bytes (47 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -26,15 +26,17 @@
 //!   pending_written_at        AtomicI64     when that renewal was written
 //!   pending_lsn               AtomicU64     the end of its WAL record
 //!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
-//!                                           start: database oid << 32 | record fingerprint, 0 free
+//!                                           start: the 64-bit record fingerprint, which holds the
+//!                                           database's oid, 0 free
+//!   checked_database_oids     [AtomicU32; 256] the database of each of those entries
 //!   verdicts                  [Verdict; 64] the last good check of a database's record, for a
 //!                                           session that cannot lock the record table at once
 //!   record_changes            [AtomicU64; 32] uncommitted changes of a database's record:
 //!                                           database oid << 32 | transaction id, 0 free
 //!
-//! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 |
-//! record fingerprint), table (the record table's OID), floor (Unix ms), generation (the
-//! `space_generation` it was read at)
+//! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 | the
+//! record fingerprint's low 32 bits, which only say the entry is taken), table (the record
+//! table's OID), floor (Unix ms), generation (the `space_generation` it was read at)
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
 //!
@@ -122,10 +124,13 @@
 //!   order it minted them.
 //! - **`checked_databases`** is a cache, not a guard: an entry says that some backend of that
 //!   database waited for its recorded floor (with that record of its id space) since the start
-//!   (`crate::runtime::space`), after which the clock is past it. Entries are claimed and replaced with
-//!   one CAS each, only once the wait is over, and never cleared before a restart; a backend that
-//!   finds no entry waits for the floor itself (at once when the clock is already past it), so
-//!   two backends of the same database may both wait. When all 256 are taken, a new entry
+//!   (`crate::runtime::space`), after which the clock is past it. An entry is the record's 64-bit
+//!   fingerprint, which holds the database's oid, so that a hit is the fingerprint alone; the oid
+//!   beside it (stored after the entry is claimed) only says which entry a database's next check
+//!   replaces, and a stale one costs another wait, never a skipped one. Entries are claimed and
+//!   replaced with one CAS each, only once the wait is over, and never cleared before a restart; a
+//!   backend that finds no entry waits for the floor itself (at once when the clock is already past
+//!   it), so two backends of the same database may both wait. When all 256 are taken, a new entry
 //!   replaces one in turn (`checked_next`), so a server with more databases than that checks
 //!   some of them again, never all of them on every connection.
 //! - **`verdicts`** is a cache too: a backend whose check found its database's record naming the
@@ -188,6 +193,7 @@ struct Header {
     pending_written_at: AtomicI64,
     pending_lsn: AtomicU64,
     checked_databases: [AtomicU64; CHECKED_DATABASES],
+    checked_database_oids: [AtomicU32; CHECKED_DATABASES],
     verdicts: [Verdict; VERDICTS],
     record_changes: [AtomicU64; RECORD_CHANGES],
 }
@@ -198,7 +204,7 @@ const CHECKED_DATABASES: usize = 256;
 const VERDICTS: usize = 64;
 /// How many uncommitted changes of records the server follows at once.
 const RECORD_CHANGES: usize = 32;
-const _: () = assert!(size_of::<Header>() == 4992, "the layout in the module comment");
+const _: () = assert!(size_of::<Header>() == 6016, "the layout in the module comment");
 
 /// One database's last good check of its record (see the module comment).
 #[repr(C)]
@@ -213,7 +219,7 @@ struct Verdict {
 /// What a check of a database's record found, for [`remember_verdict`] and [`remembered_verdict`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GoodCheck {
-    pub fingerprint: u32,
+    pub fingerprint: u64,
     pub table: u32,
     pub floor_unix_ms: i64,
 }
@@ -582,29 +588,33 @@ pub fn record_changes(database: u32, running: impl Fn(u32) -> bool) -> Vec<u32> 
     open
 }
 
-/// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (non-zero),
-/// were scanned since the start. False without the preload.
-pub fn database_checked(database: u32, fingerprint: u32) -> bool {
-    let key = u64::from(database) << 32 | u64::from(fingerprint);
-    segment().is_ok_and(|s| s.header().checked_databases.iter().any(|e| e.load(Ordering::Acquire) == key))
+/// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (64 bits, with
+/// the database in it, never zero), were scanned since the start. False without the preload.
+pub fn database_checked(fingerprint: u64) -> bool {
+    segment().is_ok_and(|s| s.header().checked_databases.iter().any(|e| e.load(Ordering::Acquire) == fingerprint))
 }
 
-/// Remembers that the stored ids of `database` were scanned, replacing its entry for an older
-/// fingerprint, else taking a free one, else replacing the entries in turn.
-pub fn mark_database_checked(database: u32, fingerprint: u32) {
+/// Remembers that the stored ids of `database` were scanned, under its record's `fingerprint`:
+/// replacing its entry for an older fingerprint, else taking a free one, else replacing the
+/// entries in turn. The database beside an entry only says which entry to replace: a hit is the
+/// fingerprint alone, which holds the database.
+pub fn mark_database_checked(database: u32, fingerprint: u64) {
     let Ok(seg) = segment() else { return };
-    let key = u64::from(database) << 32 | u64::from(fingerprint);
-    let entries = &seg.header().checked_databases;
-    let claim = |matches: &dyn Fn(u64) -> bool| {
-        entries.iter().any(|e| {
+    let h = seg.header();
+    let claim = |matches: &dyn Fn(usize, u64) -> bool| {
+        h.checked_databases.iter().enumerate().find_map(|(i, e)| {
             let seen = e.load(Ordering::Acquire);
-            matches(seen) && e.compare_exchange(seen, key, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            (matches(i, seen) && e.compare_exchange(seen, fingerprint, Ordering::AcqRel, Ordering::Acquire).is_ok())
+                .then_some(i)
         })
     };
-    if !(claim(&|seen| seen >> 32 == u64::from(database) && seen != 0) || claim(&|seen| seen == 0)) {
-        let i = seg.header().checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
-        entries[i].store(key, Ordering::Release);
-    }
+    let mine = |i: usize, seen: u64| seen != 0 && h.checked_database_oids[i].load(Ordering::Acquire) == database;
+    let i = claim(&mine).or_else(|| claim(&|_, seen| seen == 0)).unwrap_or_else(|| {
+        let i = h.checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
+        h.checked_databases[i].store(fingerprint, Ordering::Release);
+        i
+    });
+    h.checked_database_oids[i].store(database, Ordering::Release);
 }
 
 /// Leaves a good check of `database`'s record, read at `generation`, for sessions that cannot
@@ -631,7 +641,7 @@ pub fn remember_verdict(database: u32, generation: u64, check: GoodCheck) {
     if e.version.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
-    e.key.store(u64::from(database) << 32 | u64::from(check.fingerprint), Ordering::Release);
+    e.key.store(u64::from(database) << 32 | (check.fingerprint & 0xffff_ffff), Ordering::Release);
     e.table.store(u64::from(check.table), Ordering::Release);
     e.floor.store(check.floor_unix_ms, Ordering::Release);
     e.generation.store(generation, Ordering::Release);
@@ -645,7 +655,7 @@ pub fn remembered_verdict(database: u32, generation: u64) -> Option<GoodCheck> {
         let v = e.version.load(Ordering::Acquire);
         let key = e.key.load(Ordering::Acquire);
         let check = GoodCheck {
-            fingerprint: key as u32,
+            fingerprint: key & 0xffff_ffff,
             table: e.table.load(Ordering::Acquire) as u32,
             floor_unix_ms: e.floor.load(Ordering::Acquire),
         };
