@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    6,016 bytes (47 cache-line pairs)
+//! Header                                    6,144 bytes (48 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -20,11 +20,10 @@
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
 //!                                           server's own shards (borrowed ahead of the clock, maybe)
 //!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
-//!   pending_until_unix_ms     AtomicI64     a renewed reservation on disk and in the WAL, not yet
-//!                                           published: it waits for the synchronous standbys
-//!                                           (i64::MIN when none)
-//!   pending_written_at        AtomicI64     when that renewal was written
-//!   pending_lsn               AtomicU64     the end of its WAL record
+//!   standbys_lag_ms           AtomicI64     how long the synchronous standbys take to flush a
+//!                                           renewal, as estimated at the last one published
+//!   pending                   [Pending; 2]  renewals on disk and in the WAL, not yet published: they
+//!                                           wait for the synchronous standbys; the older first
 //!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
 //!                                           start: the 64-bit record fingerprint, which holds the
 //!                                           database's oid, 0 free
@@ -33,6 +32,10 @@
 //!                                           session that cannot lock the record table at once
 //!   record_changes            [AtomicU64; 32] uncommitted changes of a database's record:
 //!                                           database oid << 32 | transaction id, 0 free
+//!
+//! Pending (32 bytes): until (AtomicI64, i64::MIN when empty), written_at (AtomicI64, the real
+//! clock's Unix ms), lsn (AtomicU64, the end of its WAL record), seen_unflushed_at (AtomicI64, the
+//! latest time a backend saw it not yet flushed)
 //!
 //! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 | the
 //! record fingerprint's low 32 bits, which only say the entry is taken), table (the record
@@ -90,16 +93,24 @@
 //!   error (errors are raised after release), and PostgreSQL releases it on any error anyway.
 //!   On a standby the startup process takes it to replay a reservation from the WAL
 //!   (`crate::runtime::reservation::replay`): file first, then publish, as a renewal does.
-//! - **`pending_*`**: where `synchronous_standby_names` names standbys, a renewal is published only
-//!   once they have flushed its record (`crate::runtime::wal::wait_for_standbys`), and no lock is
-//!   held across that wait, which lasts as long as the standbys take (an LWLock cannot be
-//!   cancelled). So the lock holder that wrote a renewal leaves it here, unpublished, with its
-//!   record's end, and releases the lock; any backend then publishes it, under the lock, once the
-//!   standbys' flush position has passed that end, or once no standby is required any more. The
-//!   three fields are written only under the lock, and `pending_until_unix_ms` only grows until it
-//!   is published, which sets it back to `i64::MIN`. A published reservation is always one a
-//!   pending renewal covered, and the file and the WAL hold the pending one already, so a crash
-//!   with a renewal pending loses nothing: the next start reads the file, which is ahead.
+//! - **`pending`**: where `synchronous_standby_names` names standbys, a renewal is published only
+//!   once they have flushed its record (`crate::runtime::wal::sync_state`), and no lock is held
+//!   across that wait, which lasts as long as the standbys take (an LWLock cannot be cancelled).
+//!   So the lock holder that wrote a renewal leaves it here, unpublished, with its record's end,
+//!   and releases the lock; any backend then publishes it, under the lock, once the standbys'
+//!   flush position has passed that end, or once no standby is required any more. There are two
+//!   slots: a renewal written while two wait takes the newer one's place, never the older's, so
+//!   the older, which the standbys flush first, is published as soon as they have it, even while
+//!   a newer one is on its way; publishing one drops every older one with it. The slots are
+//!   written only under the lock (`seen_unflushed_at` also by `fetch_max` from any backend that
+//!   looks, which only feeds the lag estimate), the newer always reaches further than the older,
+//!   and an unlocked reader only decides from them whether to take the lock. A published
+//!   reservation is always one a pending renewal covered, and the file and the WAL hold every
+//!   pending one already, so a crash with renewals pending loses nothing: the next start reads the
+//!   file, which is ahead.
+//! - **`standbys_lag_ms`** is written only under the lock, when a pending renewal is published:
+//!   how long after its writing a backend last saw it not yet flushed
+//!   (`crate::core::reservation::next_lag`). It only sizes renewals (`Reach`); no id depends on it.
 //!
 //! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
 //!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
@@ -189,9 +200,8 @@ struct Header {
     checked_next: AtomicU64,
     owned_minted_tick: AtomicU64,
     owned_clock_tick: AtomicU64,
-    pending_until_unix_ms: AtomicI64,
-    pending_written_at: AtomicI64,
-    pending_lsn: AtomicU64,
+    standbys_lag_ms: AtomicI64,
+    pending: [Pending; 2],
     checked_databases: [AtomicU64; CHECKED_DATABASES],
     checked_database_oids: [AtomicU32; CHECKED_DATABASES],
     verdicts: [Verdict; VERDICTS],
@@ -204,7 +214,26 @@ const CHECKED_DATABASES: usize = 256;
 const VERDICTS: usize = 64;
 /// How many uncommitted changes of records the server follows at once.
 const RECORD_CHANGES: usize = 32;
-const _: () = assert!(size_of::<Header>() == 6016, "the layout in the module comment");
+const _: () = assert!(size_of::<Header>() == 6144, "the layout in the module comment");
+
+/// A renewal on disk and in the WAL, not yet published: it waits for the synchronous standbys
+/// (see the module comment). `until` is `i64::MIN` when the slot is empty.
+#[repr(C)]
+struct Pending {
+    until: AtomicI64,
+    written_at: AtomicI64,
+    lsn: AtomicU64,
+    seen_unflushed_at: AtomicI64,
+}
+
+/// A renewal waiting for the synchronous standbys: reserved until, written at (by the real
+/// clock, Unix ms), and the end of its WAL record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingRenewal {
+    pub until: i64,
+    pub written_at: i64,
+    pub lsn: u64,
+}
 
 /// One database's last good check of its record (see the module comment).
 #[repr(C)]
@@ -379,7 +408,9 @@ unsafe extern "C-unwind" fn shmem_startup() {
             (&raw mut (*base).shard_count).write(shard_count as u64);
             (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
             (*base).refusal.store(refusal, Ordering::Relaxed);
-            (*base).pending_until_unix_ms.store(i64::MIN, Ordering::Relaxed);
+            for p in &(*base).pending {
+                p.until.store(i64::MIN, Ordering::Relaxed);
+            }
             // Every generator starts at the reservation, above every id issued before, with the
             // clock last seen when the file was written.
             let slots = base.add(1).cast::<Slot>();
@@ -672,13 +703,41 @@ pub fn reserved_until() -> i64 {
     segment().map_or(i64::MIN, |s| s.header().reserved_until_unix_ms.load(Ordering::Acquire))
 }
 
-/// The renewal waiting for the synchronous standbys, if any: (reserved until, written at, the end
-/// of its WAL record).
-pub fn pending_reservation() -> Option<(i64, i64, u64)> {
-    let h = segment().ok()?.header();
-    let until = h.pending_until_unix_ms.load(Ordering::Acquire);
-    (until != i64::MIN)
-        .then(|| (until, h.pending_written_at.load(Ordering::Relaxed), h.pending_lsn.load(Ordering::Relaxed)))
+/// The renewals waiting for the synchronous standbys, the older first (see the module comment).
+/// Read without the lock: a pair read while the lock holder changes a slot may be mismatched, so
+/// callers only use it to decide whether to take the lock.
+pub fn pending_renewals() -> [Option<PendingRenewal>; 2] {
+    let Ok(seg) = segment() else { return [None, None] };
+    seg.header().pending.each_ref().map(|p| {
+        let until = p.until.load(Ordering::Acquire);
+        (until != i64::MIN).then(|| PendingRenewal {
+            until,
+            written_at: p.written_at.load(Ordering::Relaxed),
+            lsn: p.lsn.load(Ordering::Relaxed),
+        })
+    })
+}
+
+/// Notes that the pending renewals whose record ends past `flushed` were not yet flushed by the
+/// standbys at `now_unix_ms` (the real clock): the lag sampled when one is published. A locked
+/// instruction only when the time noted is older.
+pub fn saw_unflushed(flushed: u64, now_unix_ms: i64) {
+    let Ok(seg) = segment() else { return };
+    for p in &seg.header().pending {
+        if p.until.load(Ordering::Acquire) != i64::MIN
+            && p.lsn.load(Ordering::Relaxed) > flushed
+            && p.seen_unflushed_at.load(Ordering::Relaxed) < now_unix_ms
+        {
+            p.seen_unflushed_at.fetch_max(now_unix_ms, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How long the synchronous standbys take to flush a renewal, as last estimated
+/// (`crate::core::reservation::next_lag`); 0 without standbys or without the preload.
+#[inline]
+pub fn standbys_lag_ms() -> i64 {
+    segment().map_or(0, |s| s.header().standbys_lag_ms.load(Ordering::Relaxed))
 }
 
 /// The latest tick `snowflake_next()` minted at, from the server's shards; 0 without preload.
@@ -758,25 +817,54 @@ impl ReservationLock {
         }
     }
 
-    /// Leaves a renewal that is on disk and in the WAL (its record ending at `lsn`) to be published
-    /// once the synchronous standbys have flushed that far ([`ReservationLock::publish_pending`]).
-    pub fn set_pending(&self, reserved_until_unix_ms: i64, written_at_unix_ms: i64, lsn: u64) {
-        if let Ok(seg) = segment() {
-            let h = seg.header();
-            h.pending_written_at.store(written_at_unix_ms, Ordering::Relaxed);
-            h.pending_lsn.store(lsn, Ordering::Relaxed);
-            h.pending_until_unix_ms.store(reserved_until_unix_ms, Ordering::Release);
-        }
+    /// Leaves a renewal that is on disk and in the WAL to be published once the synchronous
+    /// standbys have flushed its record ([`ReservationLock::publish_flushed`]): in the empty
+    /// slot, else in place of the newer one, so that the older, which the standbys flush first,
+    /// is published as soon as they have it.
+    pub fn push_pending(&self, r: PendingRenewal) {
+        let Ok(seg) = segment() else { return };
+        let pending = &seg.header().pending;
+        let p = if pending[0].until.load(Ordering::Acquire) == i64::MIN { &pending[0] } else { &pending[1] };
+        p.written_at.store(r.written_at, Ordering::Relaxed);
+        p.lsn.store(r.lsn, Ordering::Relaxed);
+        p.seen_unflushed_at.store(r.written_at, Ordering::Relaxed);
+        p.until.store(r.until, Ordering::Release);
     }
 
-    /// Publishes the pending renewal, if there is one, and clears it.
-    pub fn publish_pending(&self) {
-        if let Some((until, written_at, _)) = pending_reservation() {
-            self.publish(until, written_at);
-            if let Ok(seg) = segment() {
-                seg.header().pending_until_unix_ms.store(i64::MIN, Ordering::Release);
-            }
+    /// Publishes the newest pending renewal the standbys have flushed (`flushed`; every pending
+    /// one when `None`, no standby being required any more), drops it and the older one, and
+    /// counts its lag into the estimate. Whether one was published.
+    pub fn publish_flushed(&self, flushed: Option<u64>) -> bool {
+        let Ok(seg) = segment() else { return false };
+        let h = seg.header();
+        let [older, newer] = pending_renewals();
+        let have = |r: Option<PendingRenewal>| r.filter(|r| flushed.is_none_or(|f| f >= r.lsn));
+        let (published, keep) = match (have(newer), have(older)) {
+            (Some(n), _) => (n, None),
+            (None, Some(o)) => (o, newer),
+            (None, None) => return false,
+        };
+        let slot = if newer == Some(published) { &h.pending[1] } else { &h.pending[0] };
+        let sample = slot.seen_unflushed_at.load(Ordering::Relaxed).saturating_sub(published.written_at);
+        let lag = match flushed {
+            Some(_) => crate::core::reservation::next_lag(h.standbys_lag_ms.load(Ordering::Relaxed), sample),
+            None => 0,
+        };
+        h.standbys_lag_ms.store(lag, Ordering::Relaxed);
+        if published != older.unwrap_or(published) {
+            // The older one was written too, and is dropped unpublished: count its write.
+            h.reservation_writes.fetch_add(1, Ordering::Relaxed);
         }
+        self.publish(published.until, published.written_at);
+        for p in &h.pending {
+            p.until.store(i64::MIN, Ordering::Release);
+        }
+        if let Some(k) = keep {
+            let seen = h.pending[1].seen_unflushed_at.load(Ordering::Relaxed);
+            self.push_pending(k);
+            h.pending[0].seen_unflushed_at.store(seen, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Publishes a reservation that is now on disk. Only the lock holder may call it.

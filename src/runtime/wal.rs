@@ -19,7 +19,9 @@
 //! published only once they have flushed its record ([`sync_state`]), whatever
 //! `synchronous_commit` the session sets: one session's renewal covers every session's ids, and
 //! a promoted synchronous standby then continues above every id handed out. That is a wait per
-//! renewal, never per id (`crate::runtime::reservation::renew`). While the standbys do not answer, ids keep coming from the reservation in force, then the calls
+//! renewal, never per id (`crate::runtime::reservation::renew`), and renewals reach further by the
+//! standbys' lag, so that under a steady lag no call waits (`crate::core::reservation::Reach`).
+//! While the standbys do not answer, ids keep coming from the reservation in force, then the calls
 //! that need a renewal wait, as commits do, shown as `IPC`/`SyncRep` in `pg_stat_activity`, until
 //! the standbys answer, `synchronous_standby_names` is emptied (the server's copy, which a reload
 //! reaches while calls wait, as for commits), or the call is cancelled (57014, publishing nothing).

@@ -12,11 +12,20 @@
 # - every id the client holds lies below the reservation the frozen standby has replayed;
 # - the primary and the frozen walreceiver are killed (-9) at once, the standby promoted with its
 #   clock 5 s behind: every id it mints is above every id the client held, and none repeats one.
+#
+# A slow standby: another synchronous standby reaches its primary through a relay that holds back
+# what the standby sends (its flush acknowledgements) by 0.7 s, then 1.5 s, longer than a plain
+# renewal reaches (0.5 s). A client takes ids for 6 s: every call returns, none waits longer than
+# a few times the lag, and the statement never runs into its timeout.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin . '/..';
 use IPC::Run;
+use IO::Select;
+use IO::Socket::UNIX;
+use POSIX ();
+use Socket qw(SOCK_STREAM);
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -150,6 +159,164 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	is($standby->safe_psql('postgres', "SELECT count(*) FROM minted WHERE id IN ($held)"),
 		'0', "PostgreSQL $major: and repeats none");
 	$standby->stop;
+
+	slow_standby($major);
+}
+
+# slow_standby(MAJOR): a synchronous standby whose flush acknowledgements reach the primary 0.7 s,
+# then 1.5 s, after it sent them (through delay_relay). The primary may wait up to 3 s for a clock
+# (max_rewind_wait), so a reservation may reach that far ahead of it.
+sub slow_standby
+{
+	my ($major) = @_;
+	my $name = "slow_standby$major";
+	my $primary = sfid_node("slow_primary$major", $major,
+		"snowflake_id.shards = '0-127'\nsnowflake_id.max_rewind_wait = '3s'", allows_streaming => 1);
+	$primary->start;
+	$primary->safe_psql('postgres', q{
+		CREATE EXTENSION snowflake_id;
+		-- Takes ids, one every 5 ms, for SECONDS: how many, the longest call (ms), and whether each
+		-- id was greater than the one before.
+		CREATE FUNCTION paced(seconds float8, OUT calls int, OUT max_ms int, OUT increasing bool)
+		LANGUAGE plpgsql AS $$
+		DECLARE
+			stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
+			t timestamptz;
+			id bigint;
+			prev bigint := 0;
+		BEGIN
+			calls := 0; max_ms := 0; increasing := true;
+			WHILE clock_timestamp() < stop LOOP
+				t := clock_timestamp();
+				id := snowflake_next();
+				max_ms := greatest(max_ms, ceil(extract(epoch FROM clock_timestamp() - t) * 1000)::int);
+				increasing := increasing AND id > prev;
+				prev := id;
+				calls := calls + 1;
+				PERFORM pg_sleep(0.005);
+			END LOOP;
+		END $$});
+	$primary->backup('slow_base');
+	my $standby = PostgreSQL::Test::Cluster->new($name, install_path => install_path($major));
+	$standby->init_from_backup($primary, 'slow_base', has_streaming => 1);
+	my $relay_dir = PostgreSQL::Test::Utils::tempdir_short();
+	my $delay_file = "$relay_dir/delay";
+	PostgreSQL::Test::Utils::append_to_file($delay_file, '0');
+	my $relay = delay_relay("$relay_dir/.s.PGSQL.5999", $primary->host . '/.s.PGSQL.' . $primary->port, $delay_file);
+	$standby->append_conf('postgresql.conf', "primary_conninfo = 'host=$relay_dir port=5999 dbname=postgres'\nsynchronous_standby_names = ''");
+	$standby->start;
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = '$name'");
+	$primary->reload;
+	$primary->poll_query_until('postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$name'")
+	  or BAIL_OUT("the slow standby did not become synchronous");
+
+	for my $lag (0.7, 1.5)
+	{
+		open(my $fh, '>', $delay_file) or die "$delay_file: $!";
+		print $fh $lag;
+		close $fh;
+		my ($rc, $out, $err) = $primary->psql('postgres', q{
+			SET statement_timeout = '20s';
+			SELECT calls, max_ms, increasing FROM paced(6)});
+		my ($calls, $max_ms, $increasing) = split /\|/, $out // '';
+		diag("PostgreSQL $major, acknowledgements $lag s late: " . ($rc == 0 ? "$calls calls, the longest $max_ms ms" : $err));
+		is($rc, 0, "PostgreSQL $major: a standby $lag s late never stops the ids until the statement's timeout")
+		  or next;
+		cmp_ok($calls, '>', 100, "PostgreSQL $major: ids keep coming with the standby $lag s late");
+		cmp_ok($max_ms, '<', 4000 * $lag + 1000, "PostgreSQL $major: no call waits longer than a few times the lag");
+		is($increasing, 't', "PostgreSQL $major: every id greater than the one before");
+	}
+	kill 'KILL', $relay;
+	waitpid($relay, 0);
+	$standby->stop('immediate');
+	$primary->stop('immediate');
+	return;
+}
+
+# delay_relay(LISTEN, TARGET, DELAY_FILE): a process that accepts connections on the Unix socket
+# LISTEN and relays each to the socket TARGET, holding back what the connecting side sends by the
+# seconds DELAY_FILE holds (read at each chunk), in order; what TARGET sends passes at once.
+# Returns its pid (end it with SIGKILL).
+sub delay_relay
+{
+	my ($listen, $target, $delay_file) = @_;
+	my $listener = IO::Socket::UNIX->new(Type => SOCK_STREAM, Local => $listen, Listen => 8)
+	  or die "listen on $listen: $!";
+	my $pid = fork() // die "fork: $!";
+	if ($pid)
+	{
+		close $listener;
+		return $pid;
+	}
+	# The child never returns into the test (its END blocks would stop the nodes).
+	eval {
+		my $select = IO::Select->new($listener);
+		my (%peer, %held, @queue);
+		my $last_due = 0;
+		my $send = sub {
+			my ($to, $bytes) = @_;
+			while (length $bytes && defined fileno($to))
+			{
+				my $n = syswrite($to, $bytes);
+				last unless $n;
+				substr($bytes, 0, $n) = '';
+			}
+		};
+		my $delay = sub {
+			open(my $fh, '<', $delay_file) or return 0;
+			my $d = <$fh> // 0;
+			return $d + 0;
+		};
+		while (1)
+		{
+			while (@queue && $queue[0][0] <= time())
+			{
+				my (undef, $to, $bytes) = @{ shift @queue };
+				$send->($to, $bytes);
+			}
+			my $wait = @queue ? $queue[0][0] - time() : 1;
+			for my $s ($select->can_read($wait < 0 ? 0 : $wait))
+			{
+				if ($s == $listener)
+				{
+					my $c = $listener->accept or next;
+					my $u = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $target);
+					if (!$u) { close $c; next; }
+					$peer{"$c"} = $u;
+					$peer{"$u"} = $c;
+					$held{"$c"} = 1;
+					$select->add($c, $u);
+					next;
+				}
+				my $n = sysread($s, my $buf, 65536);
+				if (!$n)
+				{
+					for my $h ($s, $peer{"$s"})
+					{
+						next unless $h;
+						$select->remove($h);
+						delete $peer{"$h"};
+						delete $held{"$h"};
+						close $h;
+					}
+					next;
+				}
+				if ($held{"$s"})
+				{
+					my $due = time() + $delay->();
+					$due = $last_due if $due < $last_due;
+					$last_due = $due;
+					push @queue, [ $due, $peer{"$s"}, $buf ];
+				}
+				else
+				{
+					$send->($peer{"$s"}, $buf);
+				}
+			}
+		}
+	};
+	POSIX::_exit(0);
 }
 
 done_testing();
