@@ -59,7 +59,8 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
     refuse_during_recovery(slot);
     // The first id of this backend, and every snowflake id of a database recorded with another
     // id space: the record, and once per start the ids the database already holds.
-    if let Err(e) = space::ensure_checked(matches!(generator, Generator::Snowflake { .. })) {
+    let snowflake = matches!(generator, Generator::Snowflake { .. });
+    if let Err(e) = space::ensure_checked(snowflake) {
         slot.errors.fetch_add(1, Ordering::Relaxed);
         errors::raise(e);
     }
@@ -99,6 +100,14 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
             Err(IssueError::Unreserved { word_unix_ms }) => {
                 if word_unix_ms >= shmem::reserved_until() {
                     if let Err(e) = reservation::renew(word_unix_ms, true) {
+                        slot.errors.fetch_add(1, Ordering::Relaxed);
+                        errors::raise(e);
+                    }
+                    // The renewal may have waited (for the lock, for the standbys): a record
+                    // change that committed meanwhile (a restore) may carry a floor above the one
+                    // this backend knows, so the record is read again (and its floor waited for)
+                    // before any id past the floor. A no-op while no record changed.
+                    if let Err(e) = space::ensure_checked(snowflake) {
                         slot.errors.fetch_add(1, Ordering::Relaxed);
                         errors::raise(e);
                     }
