@@ -163,8 +163,9 @@ pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
     }
     // Before the announcement: every backend that reads its record because of it finds this
     // transaction, and waits for it to end (`wait_for_record_changes`).
-    // SAFETY: a plain read of this backend's database; the statement wrote the record, so the
-    // transaction has an id.
+    // SAFETY: a plain read of this backend's database, and the top transaction's id, which
+    // GetTopTransactionId assigns if the transaction has none yet (a statement trigger after a
+    // DELETE that matched no row): an id the transaction would not otherwise take, and harmless.
     let (database, xid) = unsafe { (u32::from(pg_sys::MyDatabaseId), pg_sys::GetTopTransactionId().into_inner()) };
     if !shmem::note_record_change(database, xid, transaction_running) {
         errors::raise(errors::too_many_record_changes());
