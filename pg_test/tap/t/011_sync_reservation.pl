@@ -114,14 +114,35 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	$primary->poll_query_until('postgres',
 		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$standby_name'")
 	  or BAIL_OUT("the standby did not become synchronous again");
-	is($primary->safe_psql('postgres', 'SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 1000)'),
-		'1000', "PostgreSQL $major: once the standby receives again, ids flow");
-
-	# Frozen again, while a client keeps taking ids: autocommit calls, each its own connection and
-	# statement with a timeout of 300 ms, for 2 s (four reservations' worth).
+	# One session, connected already, takes ids before and right after the freeze: what is left
+	# of the last renewal does not depend on how long a new connection takes on a busy machine.
 	$receiver = $standby->safe_psql('postgres', 'SELECT pid FROM pg_stat_wal_receiver');
+	my ($sin, $sout, $serr) = ('', '', '');
+	my $session = IPC::Run::start(
+		[ install_path($major) . '/bin/psql', '-X', '-q', '-A', '-t', '-v', 'VERBOSITY=verbose', '-d',
+		  $primary->connstr('postgres') ],
+		'<', \$sin, '>', \$sout, '2>', \$serr, IPC::Run::timeout(60));
+	my $ask = sub {
+		($sout, $serr) = ('', '');
+		$sin .= "$_[0];\n";
+		$session->pump until $sout =~ /\n/ || $serr =~ /ERROR/;
+		chomp(my $r = $sout);
+		return $r;
+	};
+	is($ask->('SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 1000)'),
+		'1000', "PostgreSQL $major: once the standby receives again, ids flow");
+	$ask->(q{SELECT set_config('statement_timeout', '300', false)});
+
+	# Frozen again, while a client keeps taking ids: autocommit calls, the first in that session,
+	# then each its own connection and statement with a timeout of 300 ms, for 2 s (four
+	# reservations' worth).
 	kill 'STOP', $receiver or die "SIGSTOP $receiver: $!";
 	my (@held, @outcomes);
+	my $first = $ask->('SELECT snowflake_next()');
+	if ($first =~ /^\d+$/) { push @held, $first; push @outcomes, 'id'; }
+	else { push @outcomes, ($serr =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : 'error'); }
+	$sin .= "\\q\n";
+	$session->finish;
 	my $until = time() + 2;
 	while (time() < $until)
 	{
