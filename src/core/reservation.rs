@@ -11,7 +11,9 @@
 //! The reservation runs [`RESERVE_AHEAD_MS`] ahead of the ids being issued and is renewed when
 //! ids come within [`REFRESH_MARGIN_MS`] of it, so under steady load the file is written about
 //! every quarter of a second, never once per id (and, on 15+, logged to the WAL after the file,
-//! see `crate::runtime::wal`).
+//! see `crate::runtime::wal`). Where synchronous standbys must flush a renewal before it is
+//! published, both reach further by the time they take to answer ([`Reach`]), so that a renewal
+//! is still ahead of the clock when it is published.
 
 use serde::{Deserialize, Serialize};
 
@@ -220,16 +222,78 @@ impl Reservation {
     }
 }
 
-/// The reservation to write so that a word starting at `word_unix_ms` may be issued: ahead of
-/// that word and of the clock, and never behind the current one.
-pub fn renewal_target(current: i64, word_unix_ms: i64, now_unix_ms: i64) -> i64 {
-    current.max(word_unix_ms.max(now_unix_ms).saturating_add(RESERVE_AHEAD_MS))
+/// How far a renewal reaches past the word and the clock, and how close ids may come to the
+/// reservation before it is renewed.
+///
+/// A renewal that synchronous standbys must flush first is published only once they answer, `lag`
+/// later: reaching only [`RESERVE_AHEAD_MS`] ahead, it would already lie in the past once the lag
+/// passes that, and no id could be issued under it at all. So a renewal starts the lag earlier
+/// (the margin is [`REFRESH_MARGIN_MS`] plus the lag), and reaches twice the lag further
+/// ([`RESERVE_AHEAD_MS`] plus twice the lag): under a steady lag, the reservation in force still
+/// covers the clock, by [`REFRESH_MARGIN_MS`], when the standbys answer, so no call waits; and
+/// renewals come every [`REFRESH_MARGIN_MS`] plus the lag, so that at most one is on its way at a
+/// time. A reservation never reaches more than `cap_ms` past the clock (nor less than
+/// [`RESERVE_AHEAD_MS`]), so that the generators a restart starts at it wait at most that long
+/// for the clock; a lag too long for the cap makes calls wait, as commits do, but never stops
+/// them while the standbys answer within it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach {
+    /// How far past the word (or the clock, if later) a renewal reaches.
+    pub ahead_ms: i64,
+    /// Ids this close to the reservation renew it.
+    pub margin_ms: i64,
+}
+
+impl Reach {
+    /// Without synchronous standbys (or with ones that answer at once).
+    pub const PLAIN: Reach = Reach { ahead_ms: RESERVE_AHEAD_MS, margin_ms: REFRESH_MARGIN_MS };
+
+    /// The reach for standbys that answer `lag_ms` after a renewal is written, under a cap of
+    /// `cap_ms` ahead of the clock (see [`Reach`] and [`reach_cap_ms`]).
+    pub fn with_lag(lag_ms: i64, cap_ms: i64) -> Reach {
+        let lag = lag_ms.clamp(0, cap_ms.max(0));
+        let ahead = lag
+            .saturating_mul(2)
+            .saturating_add(RESERVE_AHEAD_MS)
+            .clamp(RESERVE_AHEAD_MS, cap_ms.max(RESERVE_AHEAD_MS));
+        // Always short of the reach, so that a renewal is not due again as soon as it is made.
+        let margin = lag.saturating_add(REFRESH_MARGIN_MS).min(ahead - (RESERVE_AHEAD_MS - REFRESH_MARGIN_MS));
+        Reach { ahead_ms: ahead, margin_ms: margin }
+    }
+}
+
+/// How far ahead of the clock a reservation may reach: as far as a call waits for a clock that
+/// stepped back (`snowflake_id.max_rewind_wait`), and at least [`RESERVE_AHEAD_MS`]. A restart
+/// starts every generator at the reservation; the calls then wait for the clock to get there,
+/// which a wait that long covers (`crate::core::monotonic::catch_up_budget_ns`).
+pub fn reach_cap_ms(max_wait_ms: u32) -> i64 {
+    i64::from(max_wait_ms).max(RESERVE_AHEAD_MS)
+}
+
+/// The reservation to write so that a word starting at `word_unix_ms` may be issued: `ahead_ms`
+/// ahead of that word and of the clock ([`Reach::ahead_ms`]), and never behind the current one.
+pub fn renewal_target(current: i64, word_unix_ms: i64, now_unix_ms: i64, ahead_ms: i64) -> i64 {
+    current.max(word_unix_ms.max(now_unix_ms).saturating_add(ahead_ms))
 }
 
 /// Whether an id starting at `word_unix_ms` is close enough to the reservation to renew it now,
-/// before anyone has to wait for it.
-pub fn due_for_renewal(current: i64, word_unix_ms: i64) -> bool {
-    word_unix_ms.saturating_add(REFRESH_MARGIN_MS) >= current
+/// before anyone has to wait for it ([`Reach::margin_ms`]).
+pub fn due_for_renewal(current: i64, word_unix_ms: i64, margin_ms: i64) -> bool {
+    word_unix_ms.saturating_add(margin_ms) >= current
+}
+
+/// The standbys' lag after one more renewal was published: `sample_ms` is how long after its
+/// writing a backend last saw it not yet flushed (a lower bound of the lag, close to it when calls
+/// look often, as they do under load and while a call waits). A longer lag counts at once, since
+/// a reach too short makes calls wait; a shorter one moves the estimate a quarter of the way down
+/// per renewal, so that one quick answer between slow ones does not shorten the reach.
+pub fn next_lag(lag_ms: i64, sample_ms: i64) -> i64 {
+    let (lag, sample) = (lag_ms.max(0), sample_ms.max(0));
+    if sample >= lag {
+        sample
+    } else {
+        lag - (lag - sample + 3) / 4
+    }
 }
 
 #[cfg(test)]
@@ -360,10 +424,70 @@ mod tests {
 
     #[test]
     fn renewal_reaches_past_the_word_and_the_clock() {
-        assert_eq!(renewal_target(0, 1000, 900), 1500);
-        assert_eq!(renewal_target(0, 900, 1000), 1500, "a clock ahead of the ids");
-        assert_eq!(renewal_target(5000, 1000, 1000), 5000, "never moves back");
-        assert!(!due_for_renewal(1500, 1249));
-        assert!(due_for_renewal(1500, 1250));
+        let ahead = Reach::PLAIN.ahead_ms;
+        assert_eq!(renewal_target(0, 1000, 900, ahead), 1500);
+        assert_eq!(renewal_target(0, 900, 1000, ahead), 1500, "a clock ahead of the ids");
+        assert_eq!(renewal_target(5000, 1000, 1000, ahead), 5000, "never moves back");
+        assert!(!due_for_renewal(1500, 1249, Reach::PLAIN.margin_ms));
+        assert!(due_for_renewal(1500, 1250, Reach::PLAIN.margin_ms));
+    }
+
+    #[test]
+    fn the_reach_grows_by_the_standbys_lag_up_to_the_cap() {
+        let cap = reach_cap_ms(1000);
+        assert_eq!(Reach::with_lag(0, cap), Reach::PLAIN);
+        assert_eq!(Reach::with_lag(-5, cap), Reach::PLAIN, "a clock step back is no negative lag");
+        assert_eq!(Reach::with_lag(200, cap), Reach { ahead_ms: 900, margin_ms: 450 });
+        assert_eq!(Reach::with_lag(700, cap), Reach { ahead_ms: 1000, margin_ms: 750 }, "capped at max_rewind_wait");
+        assert_eq!(Reach::with_lag(700, reach_cap_ms(3000)), Reach { ahead_ms: 1900, margin_ms: 950 });
+        assert_eq!(Reach::with_lag(1500, reach_cap_ms(3000)), Reach { ahead_ms: 3000, margin_ms: 1750 });
+        assert_eq!(reach_cap_ms(0), RESERVE_AHEAD_MS, "never below the plain reach");
+        assert_eq!(Reach::with_lag(i64::MAX, reach_cap_ms(0)), Reach::PLAIN);
+        assert_eq!(Reach::with_lag(i64::MAX, i64::MAX).margin_ms, i64::MAX - 250, "no overflow");
+    }
+
+    #[test]
+    fn the_lag_rises_at_once_and_falls_by_quarters() {
+        assert_eq!(next_lag(0, 700), 700);
+        assert_eq!(next_lag(700, 900), 900);
+        assert_eq!(next_lag(800, 0), 600);
+        assert_eq!(next_lag(3, 0), 2, "falls to nothing in the end");
+        let mut lag = 1000;
+        for _ in 0..40 {
+            lag = next_lag(lag, 0);
+        }
+        assert_eq!(lag, 0);
+    }
+
+    proptest::proptest! {
+        /// Under a steady lag the estimate reaches, renewals made at the margin keep the clock
+        /// covered while the standbys take their time (no call waits), and come far enough apart
+        /// that at most one is on its way at a time; as long as the cap allows the reach. A
+        /// renewal never reaches further past the clock than the cap (or the current reservation),
+        /// and is never due again as soon as it is made.
+        #[test]
+        fn a_steady_lag_never_makes_a_call_wait(
+            lag in 0i64..5_000, max_wait in 0u32..10_000, now in 0i64..1_000_000, base in -2_000i64..2_000
+        ) {
+            let cap = reach_cap_ms(max_wait);
+            let reach = Reach::with_lag(lag, cap);
+            let current = now + base;
+            let target = renewal_target(current, now, now, reach.ahead_ms);
+            proptest::prop_assert!(target - now <= cap.max(base), "no further ahead than the cap or the current one");
+            proptest::prop_assert!(target >= current);
+            proptest::prop_assert!(reach.margin_ms < reach.ahead_ms && reach.margin_ms >= REFRESH_MARGIN_MS);
+            let fresh = renewal_target(i64::MIN, now, now, reach.ahead_ms);
+            proptest::prop_assert!(!due_for_renewal(fresh, now, reach.margin_ms));
+            if RESERVE_AHEAD_MS + 2 * lag <= cap {
+                // Made when ids reach the margin (a reservation `margin` ahead), answered `lag`
+                // later: the clock is still below the reservation in force then, by the plain margin.
+                proptest::prop_assert_eq!(reach.margin_ms - lag, REFRESH_MARGIN_MS);
+                // The next is due `ahead - margin` after it was made: not before it is answered.
+                proptest::prop_assert!(reach.ahead_ms - reach.margin_ms >= lag);
+            }
+            // The estimate never falls below a sample, nor rises above the larger of both.
+            let next = next_lag(lag, base.abs());
+            proptest::prop_assert!(next >= base.abs() && next <= lag.max(base.abs()));
+        }
     }
 }

@@ -145,6 +145,35 @@ pub fn judge(recorded: &[Recorded], server: &Layout) -> Result<(), Mismatch> {
     }
 }
 
+/// One row of a record as its fingerprint sees it: layout, epoch (Unix ms), record time (Unix
+/// µs) and the transaction that wrote the row version (its raw xmin).
+pub type Identity = (String, i64, i64, u32);
+
+/// The fingerprint of a database's record: 64-bit FNV-1a over the database's oid, then its rows'
+/// layouts (each after its length), epochs, record times and row versions, in order; not their
+/// floors, which the extension advances itself in place (so its own writes keep the fingerprint,
+/// and every other write changes it). A server's registry entry that matches it is taken as proof
+/// that the database was waited for since the start, so it is wide, and holds the database.
+/// Never zero, which marks a free registry entry.
+pub fn fingerprint(database: u32, mut identities: Vec<Identity>) -> u64 {
+    identities.sort();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut add = |bytes: &[u8]| {
+        for &b in bytes {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    add(&database.to_le_bytes());
+    for (layout, epoch, at, xmin) in &identities {
+        add(&u64::try_from(layout.len()).unwrap_or(u64::MAX).to_le_bytes());
+        add(layout.as_bytes());
+        add(&epoch.to_le_bytes());
+        add(&at.to_le_bytes());
+        add(&xmin.to_le_bytes());
+    }
+    hash.max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +239,20 @@ mod tests {
         // horizon and minted below; one below the horizon waits to the horizon.
         assert_eq!(wait_target(unknown_and(now + 4900), now, h), FloorWait::Beyond { floor: now + 4900 });
         assert_eq!(wait_target(unknown_and(now + 1000), now, h), FloorWait::To(now + h));
+    }
+
+    #[test]
+    fn a_fingerprint_tells_databases_rows_and_row_versions_apart() {
+        let row = |layout: &str, xmin| (layout.to_owned(), 1_735_689_600_000, 1_800_000_000_000_000, xmin);
+        let fp = |db, rows: &[Identity]| fingerprint(db, rows.to_vec());
+        let one = [row("41/13/9", 7)];
+        assert_eq!(fp(5, &one), fp(5, &one));
+        assert_ne!(fp(5, &one), fp(6, &one), "the same record in another database");
+        assert_ne!(fp(5, &one), fp(5, &[row("41/13/9", 8)]), "a row version written again");
+        assert_ne!(fp(5, &one), fp(5, &[]), "no record");
+        assert_ne!(fp(5, &[]), fp(6, &[]));
+        let two = [row("41/13/9", 7), row("41/12/10", 9)];
+        assert_eq!(fp(5, &two), fp(5, &[two[1].clone(), two[0].clone()]), "rows in another order");
+        assert!((0..1000).all(|db| fp(db, &one) != 0));
     }
 }

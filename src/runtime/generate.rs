@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgrx::PgLogLevel;
 
 use crate::core::monotonic::{self, ClockPolicy, IssueError, Issued, Minter, Timeline, Waited};
-use crate::core::reservation::REFRESH_MARGIN_MS;
 use crate::core::share::Light;
 use crate::core::time::NS_PER_MS;
 use crate::runtime::clock::WallClock;
@@ -19,7 +18,8 @@ use crate::runtime::{reservation, space};
 /// runs into it, and no later than the floor this backend knows.
 #[inline]
 pub fn fast_limit(tl: &Timeline) -> u64 {
-    tl.first_word_at(shmem::reserved_until().saturating_sub(REFRESH_MARGIN_MS).min(space::floor_known()))
+    let margin = reservation::reach().margin_ms;
+    tl.first_word_at(shmem::reserved_until().saturating_sub(margin).min(space::floor_known()))
 }
 
 /// This backend's use of a generator's reserve in its latest tick (`crate::core::share`).
@@ -59,7 +59,8 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
     refuse_during_recovery(slot);
     // The first id of this backend, and every snowflake id of a database recorded with another
     // id space: the record, and once per start the ids the database already holds.
-    if let Err(e) = space::ensure_checked(matches!(generator, Generator::Snowflake { .. })) {
+    let snowflake = matches!(generator, Generator::Snowflake { .. });
+    if let Err(e) = space::ensure_checked(snowflake) {
         slot.errors.fetch_add(1, Ordering::Relaxed);
         errors::raise(e);
     }
@@ -84,7 +85,7 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
             Ok(m) => {
                 record(slot, &m, tl);
                 let word_ms = tl.word_unix_ms(m.word);
-                if crate::core::reservation::due_for_renewal(reserved, word_ms) {
+                if crate::core::reservation::due_for_renewal(reserved, word_ms, reservation::reach().margin_ms) {
                     // Opportunistic: the id is already covered and handed out, so a failure here
                     // is only a warning; the next call that needs the renewal fails closed.
                     if let Err(e) = reservation::renew(word_ms, false) {
@@ -99,6 +100,14 @@ pub fn next_word(slot: &Slot, tl: &Timeline, policy: &ClockPolicy, generator: Ge
             Err(IssueError::Unreserved { word_unix_ms }) => {
                 if word_unix_ms >= shmem::reserved_until() {
                     if let Err(e) = reservation::renew(word_unix_ms, true) {
+                        slot.errors.fetch_add(1, Ordering::Relaxed);
+                        errors::raise(e);
+                    }
+                    // The renewal may have waited (for the lock, for the standbys): a record
+                    // change that committed meanwhile (a restore) may carry a floor above the one
+                    // this backend knows, so the record is read again (and its floor waited for)
+                    // before any id past the floor. A no-op while no record changed.
+                    if let Err(e) = space::ensure_checked(snowflake) {
                         slot.errors.fetch_add(1, Ordering::Relaxed);
                         errors::raise(e);
                     }

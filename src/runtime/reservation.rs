@@ -9,7 +9,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel};
 
-use crate::core::reservation::{self as rules, Refusal, Reservation};
+use crate::core::reservation::{self as rules, Reach, Refusal, Reservation};
 use crate::runtime::reservation_file::{self, Found};
 use crate::runtime::shmem::{self, ReservationLock};
 use crate::runtime::{clock, errors, guc, sysclock, timestamp, wal};
@@ -198,6 +198,22 @@ fn write_durably(r: &Reservation) -> io::Result<()> {
     written
 }
 
+/// How far the reservation reaches and how early it is renewed ([`rules::Reach`]): further, and
+/// earlier, by the time the synchronous standbys take to flush a renewal, as last estimated, up to
+/// what a restart can wait out (`snowflake_id.max_rewind_wait`).
+#[inline]
+pub fn reach() -> Reach {
+    // Every id on the fast path asks: without standbys (or with ones that answer at once), one load.
+    match shmem::standbys_lag_ms() {
+        0 => Reach::PLAIN,
+        lag => Reach::with_lag(lag, rules::reach_cap_ms(guc::clock_policy().max_wait_ms)),
+    }
+}
+
+/// How often a call that waits for the synchronous standbys looks whether they answered: the
+/// walsenders wake only the commits they queued.
+const STANDBYS_POLL_MS: u64 = 10;
+
 /// Makes sure an id starting at `word_unix_ms` may be issued, renewing the reservation if it is
 /// due. With `must`, the caller cannot issue until the reservation covers the word, so it waits
 /// for the lock, and for the synchronous standbys where there are some; otherwise the renewal is
@@ -209,6 +225,10 @@ fn write_durably(r: &Reservation) -> io::Result<()> {
 /// left pending in shared memory, and the lock released, while a caller that needs it waits for
 /// them, interruptibly. A cancelled wait publishes nothing; the renewal stays pending for the next
 /// call. So no id is handed out under a reservation a promoted synchronous standby would not have.
+/// Renewals then reach further, and start earlier, by the standbys' lag ([`reach`]), so that one
+/// is still ahead of the clock once they have it, and under a steady lag no call waits at all; and
+/// two may be pending at once (`shmem`), so that the older is published as soon as the standbys
+/// have it, while a newer one is on its way.
 ///
 /// # Errors
 /// An I/O error writing the file (SQLSTATE 58030). The reservation is unchanged then, so no id
@@ -223,14 +243,26 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
     }
     // Whether a reservation up to `until` lets the caller go on: past the word for a caller that
     // must have it, far enough past for an opportunistic one.
-    let enough = |until: i64| if must { word_unix_ms < until } else { !rules::due_for_renewal(until, word_unix_ms) };
-    let standbys_have = |lsn: u64| !wal::standbys_required() || wal::standbys_flushed() >= lsn;
+    let enough = |until: i64| {
+        if must {
+            word_unix_ms < until
+        } else {
+            !rules::due_for_renewal(until, word_unix_ms, reach().margin_ms)
+        }
+    };
     loop {
         // An opportunistic call whose renewal is written and still on its way to the standbys
-        // has nothing to do: the lock is not taken on every id until they answer.
-        if let Some((until, _, lsn)) = shmem::pending_reservation() {
-            if !must && enough(until) && !standbys_have(lsn) {
-                return Ok(());
+        // (or with two on their way) has nothing to do: the lock is not taken on every id until
+        // they answer.
+        if !must {
+            let sync = wal::sync_state_peek();
+            let [older, newer] = shmem::pending_renewals();
+            if let Some(newest) = newer.or(older) {
+                let flushed = !sync.required || older.is_some_and(|o| sync.flushed >= o.lsn);
+                if (enough(newest.until) || newer.is_some()) && !flushed {
+                    shmem::saw_unflushed(sync.flushed, sysclock::real_unix_ms());
+                    return Ok(());
+                }
             }
         }
         let Some(lock) = ReservationLock::acquire(must) else {
@@ -238,25 +270,32 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
             // mandatory renewal cannot happen: fail rather than let the caller retry forever.
             return if must { Err(errors::not_preloaded()) } else { Ok(()) };
         };
-        let pending = shmem::pending_reservation();
-        if let Some((_, _, lsn)) = pending {
-            if standbys_have(lsn) {
-                lock.publish_pending();
-            }
-        }
+        let sync = wal::sync_state();
+        lock.publish_flushed(sync.required.then_some(sync.flushed));
         // Someone may have renewed while we waited.
         let current = shmem::reserved_until();
         if enough(current) {
             return Ok(());
         }
-        let lsn = match shmem::pending_reservation() {
-            // Written already, waiting for the standbys.
-            Some((until, _, lsn)) if enough(until) => lsn,
-            _ => {
+        // What is still pending, the standbys have not flushed.
+        let real_now = sysclock::real_unix_ms();
+        shmem::saw_unflushed(sync.flushed, real_now);
+        let [older, newer] = shmem::pending_renewals();
+        let lsn = match [older, newer].into_iter().flatten().find(|r| enough(r.until)) {
+            // Written already, waiting for the standbys: the older one that is enough, which they
+            // flush first.
+            Some(r) => r.lsn,
+            // Two on their way: an opportunistic call leaves it at that; one that must have a
+            // renewal writes it in place of the newer.
+            None if !must && newer.is_some() => return Ok(()),
+            None => {
                 // Beyond what is published and what is pending (a pending renewal is never
-                // moved back).
-                let base = current.max(pending.map_or(i64::MIN, |(until, _, _)| until));
-                let target = rules::renewal_target(base, word_unix_ms, clock::now_unix_ms());
+                // moved back). The standbys have left the older one pending for as long as it has
+                // been written: they take at least that long, whatever the estimate says.
+                let base = current.max(newer.or(older).map_or(i64::MIN, |r| r.until));
+                let lag = shmem::standbys_lag_ms().max(older.map_or(0, |o| real_now.saturating_sub(o.written_at)));
+                let reach = Reach::with_lag(lag, rules::reach_cap_ms(guc::clock_policy().max_wait_ms));
+                let target = rules::renewal_target(base, word_unix_ms, clock::now_unix_ms(), reach.ahead_ms);
                 // The file records when it was written by the real clock, never shifted by
                 // snowflake_id.debug_clock_offset: a restart takes it as the last time the clock
                 // was seen.
@@ -268,9 +307,10 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
                 // Into the WAL before any id under it is issued: standbys replay it
                 // (crate::runtime::wal).
                 let lsn = wal::log_reservation(target, written_at);
-                lock.set_pending(target, written_at, lsn);
-                if standbys_have(lsn) {
-                    lock.publish_pending();
+                lock.push_pending(shmem::PendingRenewal { until: target, written_at, lsn });
+                let sync = wal::sync_state();
+                if !sync.required || sync.flushed >= lsn {
+                    lock.publish_flushed(sync.required.then_some(sync.flushed));
                     return Ok(());
                 }
                 lsn
@@ -281,6 +321,22 @@ pub fn renew(word_unix_ms: i64, must: bool) -> Result<(), ErrorReport> {
             return Ok(());
         }
         // No lock is held: the wait lasts as long as the standbys take, and a cancel ends it.
-        wal::wait_for_standbys(lsn);
+        wait_for_standbys(lsn, word_unix_ms);
+    }
+}
+
+/// Waits until the synchronous standbys have flushed the WAL up to `lsn`, none is required any
+/// more (`synchronous_standby_names` emptied: the server's copy, which a reload reaches while this
+/// waits, as for a commit), or another backend published a reservation past the word; interruptible
+/// as any wait of a query (a cancel raises 57014 here). The caller holds no lock. Shown as
+/// PostgreSQL's own `IPC`/`SyncRep` wait event.
+fn wait_for_standbys(lsn: u64, word_unix_ms: i64) {
+    loop {
+        let sync = wal::sync_state();
+        if !sync.required || sync.flushed >= lsn || shmem::reserved_until() > word_unix_ms {
+            return;
+        }
+        shmem::saw_unflushed(sync.flushed, sysclock::real_unix_ms());
+        wal::wait_as_sync_rep(STANDBYS_POLL_MS);
     }
 }

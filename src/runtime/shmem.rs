@@ -4,7 +4,7 @@
 //! One region, `snowflake_id`, sized at server start from the layout:
 //!
 //! ```text
-//! Header                                    4,992 bytes (39 cache-line pairs)
+//! Header                                    6,144 bytes (48 cache-line pairs)
 //!   shard_count               u64           fixed by the postmaster, read-only afterwards
 //!   reserved_until_unix_ms    AtomicI64     the durable reservation (crate::core::reservation)
 //!   reservation_writes        AtomicU64     statistics of the reservation file
@@ -20,21 +20,26 @@
 //!   owned_minted_tick         AtomicU64     the latest tick snowflake_next() minted at, from the
 //!                                           server's own shards (borrowed ahead of the clock, maybe)
 //!   owned_clock_tick          AtomicU64     the latest clock tick snowflake_next() read
-//!   pending_until_unix_ms     AtomicI64     a renewed reservation on disk and in the WAL, not yet
-//!                                           published: it waits for the synchronous standbys
-//!                                           (i64::MIN when none)
-//!   pending_written_at        AtomicI64     when that renewal was written
-//!   pending_lsn               AtomicU64     the end of its WAL record
+//!   standbys_lag_ms           AtomicI64     how long the synchronous standbys take to flush a
+//!                                           renewal, as estimated at the last one published
+//!   pending                   [Pending; 2]  renewals on disk and in the WAL, not yet published: they
+//!                                           wait for the synchronous standbys; the older first
 //!   checked_databases         [AtomicU64; 256] databases whose floor was waited for since the
-//!                                           start: database oid << 32 | record fingerprint, 0 free
+//!                                           start: the 64-bit record fingerprint, which holds the
+//!                                           database's oid, 0 free
+//!   checked_database_oids     [AtomicU32; 256] the database of each of those entries
 //!   verdicts                  [Verdict; 64] the last good check of a database's record, for a
 //!                                           session that cannot lock the record table at once
 //!   record_changes            [AtomicU64; 32] uncommitted changes of a database's record:
 //!                                           database oid << 32 | transaction id, 0 free
 //!
-//! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 |
-//! record fingerprint), table (the record table's OID), floor (Unix ms), generation (the
-//! `space_generation` it was read at)
+//! Pending (32 bytes): until (AtomicI64, i64::MIN when empty), written_at (AtomicI64, the real
+//! clock's Unix ms), lsn (AtomicU64, the end of its WAL record), seen_unflushed_at (AtomicI64, the
+//! latest time a backend saw it not yet flushed)
+//!
+//! Verdict (40 bytes): version (AtomicU64, odd while written), key (database oid << 32 | the
+//! record fingerprint's low 32 bits, which only say the entry is taken), table (the record
+//! table's OID), floor (Unix ms), generation (the `space_generation` it was read at)
 //! uuidv7: Slot                              128 bytes
 //! shards: [Slot; shard_count]               128 bytes each
 //!
@@ -88,16 +93,24 @@
 //!   error (errors are raised after release), and PostgreSQL releases it on any error anyway.
 //!   On a standby the startup process takes it to replay a reservation from the WAL
 //!   (`crate::runtime::reservation::replay`): file first, then publish, as a renewal does.
-//! - **`pending_*`**: where `synchronous_standby_names` names standbys, a renewal is published only
-//!   once they have flushed its record (`crate::runtime::wal::wait_for_standbys`), and no lock is
-//!   held across that wait, which lasts as long as the standbys take (an LWLock cannot be
-//!   cancelled). So the lock holder that wrote a renewal leaves it here, unpublished, with its
-//!   record's end, and releases the lock; any backend then publishes it, under the lock, once the
-//!   standbys' flush position has passed that end, or once no standby is required any more. The
-//!   three fields are written only under the lock, and `pending_until_unix_ms` only grows until it
-//!   is published, which sets it back to `i64::MIN`. A published reservation is always one a
-//!   pending renewal covered, and the file and the WAL hold the pending one already, so a crash
-//!   with a renewal pending loses nothing: the next start reads the file, which is ahead.
+//! - **`pending`**: where `synchronous_standby_names` names standbys, a renewal is published only
+//!   once they have flushed its record (`crate::runtime::wal::sync_state`), and no lock is held
+//!   across that wait, which lasts as long as the standbys take (an LWLock cannot be cancelled).
+//!   So the lock holder that wrote a renewal leaves it here, unpublished, with its record's end,
+//!   and releases the lock; any backend then publishes it, under the lock, once the standbys'
+//!   flush position has passed that end, or once no standby is required any more. There are two
+//!   slots: a renewal written while two wait takes the newer one's place, never the older's, so
+//!   the older, which the standbys flush first, is published as soon as they have it, even while
+//!   a newer one is on its way; publishing one drops every older one with it. The slots are
+//!   written only under the lock (`seen_unflushed_at` also by `fetch_max` from any backend that
+//!   looks, which only feeds the lag estimate), the newer always reaches further than the older,
+//!   and an unlocked reader only decides from them whether to take the lock. A published
+//!   reservation is always one a pending renewal covered, and the file and the WAL hold every
+//!   pending one already, so a crash with renewals pending loses nothing: the next start reads the
+//!   file, which is ahead.
+//! - **`standbys_lag_ms`** is written only under the lock, when a pending renewal is published:
+//!   how long after its writing a backend last saw it not yet flushed
+//!   (`crate::core::reservation::next_lag`). It only sizes renewals (`Reach`); no id depends on it.
 //!
 //! - **`refusal`** is set by the startup hook when the reservation file exists but cannot be
 //!   continued from (unreadable, damaged, another layout); `reserved_until_unix_ms` is then
@@ -122,10 +135,13 @@
 //!   order it minted them.
 //! - **`checked_databases`** is a cache, not a guard: an entry says that some backend of that
 //!   database waited for its recorded floor (with that record of its id space) since the start
-//!   (`crate::runtime::space`), after which the clock is past it. Entries are claimed and replaced with
-//!   one CAS each, only once the wait is over, and never cleared before a restart; a backend that
-//!   finds no entry waits for the floor itself (at once when the clock is already past it), so
-//!   two backends of the same database may both wait. When all 256 are taken, a new entry
+//!   (`crate::runtime::space`), after which the clock is past it. An entry is the record's 64-bit
+//!   fingerprint, which holds the database's oid, so that a hit is the fingerprint alone; the oid
+//!   beside it (stored after the entry is claimed) only says which entry a database's next check
+//!   replaces, and a stale one costs another wait, never a skipped one. Entries are claimed and
+//!   replaced with one CAS each, only once the wait is over, and never cleared before a restart; a
+//!   backend that finds no entry waits for the floor itself (at once when the clock is already past
+//!   it), so two backends of the same database may both wait. When all 256 are taken, a new entry
 //!   replaces one in turn (`checked_next`), so a server with more databases than that checks
 //!   some of them again, never all of them on every connection.
 //! - **`verdicts`** is a cache too: a backend whose check found its database's record naming the
@@ -184,10 +200,10 @@ struct Header {
     checked_next: AtomicU64,
     owned_minted_tick: AtomicU64,
     owned_clock_tick: AtomicU64,
-    pending_until_unix_ms: AtomicI64,
-    pending_written_at: AtomicI64,
-    pending_lsn: AtomicU64,
+    standbys_lag_ms: AtomicI64,
+    pending: [Pending; 2],
     checked_databases: [AtomicU64; CHECKED_DATABASES],
+    checked_database_oids: [AtomicU32; CHECKED_DATABASES],
     verdicts: [Verdict; VERDICTS],
     record_changes: [AtomicU64; RECORD_CHANGES],
 }
@@ -198,7 +214,26 @@ const CHECKED_DATABASES: usize = 256;
 const VERDICTS: usize = 64;
 /// How many uncommitted changes of records the server follows at once.
 const RECORD_CHANGES: usize = 32;
-const _: () = assert!(size_of::<Header>() == 4992, "the layout in the module comment");
+const _: () = assert!(size_of::<Header>() == 6144, "the layout in the module comment");
+
+/// A renewal on disk and in the WAL, not yet published: it waits for the synchronous standbys
+/// (see the module comment). `until` is `i64::MIN` when the slot is empty.
+#[repr(C)]
+struct Pending {
+    until: AtomicI64,
+    written_at: AtomicI64,
+    lsn: AtomicU64,
+    seen_unflushed_at: AtomicI64,
+}
+
+/// A renewal waiting for the synchronous standbys: reserved until, written at (by the real
+/// clock, Unix ms), and the end of its WAL record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingRenewal {
+    pub until: i64,
+    pub written_at: i64,
+    pub lsn: u64,
+}
 
 /// One database's last good check of its record (see the module comment).
 #[repr(C)]
@@ -213,7 +248,7 @@ struct Verdict {
 /// What a check of a database's record found, for [`remember_verdict`] and [`remembered_verdict`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GoodCheck {
-    pub fingerprint: u32,
+    pub fingerprint: u64,
     pub table: u32,
     pub floor_unix_ms: i64,
 }
@@ -373,7 +408,9 @@ unsafe extern "C-unwind" fn shmem_startup() {
             (&raw mut (*base).shard_count).write(shard_count as u64);
             (*base).reserved_until_unix_ms.store(reserved, Ordering::Relaxed);
             (*base).refusal.store(refusal, Ordering::Relaxed);
-            (*base).pending_until_unix_ms.store(i64::MIN, Ordering::Relaxed);
+            for p in &(*base).pending {
+                p.until.store(i64::MIN, Ordering::Relaxed);
+            }
             // Every generator starts at the reservation, above every id issued before, with the
             // clock last seen when the file was written.
             let slots = base.add(1).cast::<Slot>();
@@ -582,29 +619,33 @@ pub fn record_changes(database: u32, running: impl Fn(u32) -> bool) -> Vec<u32> 
     open
 }
 
-/// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (non-zero),
-/// were scanned since the start. False without the preload.
-pub fn database_checked(database: u32, fingerprint: u32) -> bool {
-    let key = u64::from(database) << 32 | u64::from(fingerprint);
-    segment().is_ok_and(|s| s.header().checked_databases.iter().any(|e| e.load(Ordering::Acquire) == key))
+/// Whether the stored ids of `database`, with the record fingerprint `fingerprint` (64 bits, with
+/// the database in it, never zero), were scanned since the start. False without the preload.
+pub fn database_checked(fingerprint: u64) -> bool {
+    segment().is_ok_and(|s| s.header().checked_databases.iter().any(|e| e.load(Ordering::Acquire) == fingerprint))
 }
 
-/// Remembers that the stored ids of `database` were scanned, replacing its entry for an older
-/// fingerprint, else taking a free one, else replacing the entries in turn.
-pub fn mark_database_checked(database: u32, fingerprint: u32) {
+/// Remembers that the stored ids of `database` were scanned, under its record's `fingerprint`:
+/// replacing its entry for an older fingerprint, else taking a free one, else replacing the
+/// entries in turn. The database beside an entry only says which entry to replace: a hit is the
+/// fingerprint alone, which holds the database.
+pub fn mark_database_checked(database: u32, fingerprint: u64) {
     let Ok(seg) = segment() else { return };
-    let key = u64::from(database) << 32 | u64::from(fingerprint);
-    let entries = &seg.header().checked_databases;
-    let claim = |matches: &dyn Fn(u64) -> bool| {
-        entries.iter().any(|e| {
+    let h = seg.header();
+    let claim = |matches: &dyn Fn(usize, u64) -> bool| {
+        h.checked_databases.iter().enumerate().find_map(|(i, e)| {
             let seen = e.load(Ordering::Acquire);
-            matches(seen) && e.compare_exchange(seen, key, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            (matches(i, seen) && e.compare_exchange(seen, fingerprint, Ordering::AcqRel, Ordering::Acquire).is_ok())
+                .then_some(i)
         })
     };
-    if !(claim(&|seen| seen >> 32 == u64::from(database) && seen != 0) || claim(&|seen| seen == 0)) {
-        let i = seg.header().checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
-        entries[i].store(key, Ordering::Release);
-    }
+    let mine = |i: usize, seen: u64| seen != 0 && h.checked_database_oids[i].load(Ordering::Acquire) == database;
+    let i = claim(&mine).or_else(|| claim(&|_, seen| seen == 0)).unwrap_or_else(|| {
+        let i = h.checked_next.fetch_add(1, Ordering::Relaxed) as usize % CHECKED_DATABASES;
+        h.checked_databases[i].store(fingerprint, Ordering::Release);
+        i
+    });
+    h.checked_database_oids[i].store(database, Ordering::Release);
 }
 
 /// Leaves a good check of `database`'s record, read at `generation`, for sessions that cannot
@@ -631,7 +672,7 @@ pub fn remember_verdict(database: u32, generation: u64, check: GoodCheck) {
     if e.version.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
-    e.key.store(u64::from(database) << 32 | u64::from(check.fingerprint), Ordering::Release);
+    e.key.store(u64::from(database) << 32 | (check.fingerprint & 0xffff_ffff), Ordering::Release);
     e.table.store(u64::from(check.table), Ordering::Release);
     e.floor.store(check.floor_unix_ms, Ordering::Release);
     e.generation.store(generation, Ordering::Release);
@@ -645,7 +686,7 @@ pub fn remembered_verdict(database: u32, generation: u64) -> Option<GoodCheck> {
         let v = e.version.load(Ordering::Acquire);
         let key = e.key.load(Ordering::Acquire);
         let check = GoodCheck {
-            fingerprint: key as u32,
+            fingerprint: key & 0xffff_ffff,
             table: e.table.load(Ordering::Acquire) as u32,
             floor_unix_ms: e.floor.load(Ordering::Acquire),
         };
@@ -662,13 +703,41 @@ pub fn reserved_until() -> i64 {
     segment().map_or(i64::MIN, |s| s.header().reserved_until_unix_ms.load(Ordering::Acquire))
 }
 
-/// The renewal waiting for the synchronous standbys, if any: (reserved until, written at, the end
-/// of its WAL record).
-pub fn pending_reservation() -> Option<(i64, i64, u64)> {
-    let h = segment().ok()?.header();
-    let until = h.pending_until_unix_ms.load(Ordering::Acquire);
-    (until != i64::MIN)
-        .then(|| (until, h.pending_written_at.load(Ordering::Relaxed), h.pending_lsn.load(Ordering::Relaxed)))
+/// The renewals waiting for the synchronous standbys, the older first (see the module comment).
+/// Read without the lock: a pair read while the lock holder changes a slot may be mismatched, so
+/// callers only use it to decide whether to take the lock.
+pub fn pending_renewals() -> [Option<PendingRenewal>; 2] {
+    let Ok(seg) = segment() else { return [None, None] };
+    seg.header().pending.each_ref().map(|p| {
+        let until = p.until.load(Ordering::Acquire);
+        (until != i64::MIN).then(|| PendingRenewal {
+            until,
+            written_at: p.written_at.load(Ordering::Relaxed),
+            lsn: p.lsn.load(Ordering::Relaxed),
+        })
+    })
+}
+
+/// Notes that the pending renewals whose record ends past `flushed` were not yet flushed by the
+/// standbys at `now_unix_ms` (the real clock): the lag sampled when one is published. A locked
+/// instruction only when the time noted is older.
+pub fn saw_unflushed(flushed: u64, now_unix_ms: i64) {
+    let Ok(seg) = segment() else { return };
+    for p in &seg.header().pending {
+        if p.until.load(Ordering::Acquire) != i64::MIN
+            && p.lsn.load(Ordering::Relaxed) > flushed
+            && p.seen_unflushed_at.load(Ordering::Relaxed) < now_unix_ms
+        {
+            p.seen_unflushed_at.fetch_max(now_unix_ms, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How long the synchronous standbys take to flush a renewal, as last estimated
+/// (`crate::core::reservation::next_lag`); 0 without standbys or without the preload.
+#[inline]
+pub fn standbys_lag_ms() -> i64 {
+    segment().map_or(0, |s| s.header().standbys_lag_ms.load(Ordering::Relaxed))
 }
 
 /// The latest tick `snowflake_next()` minted at, from the server's shards; 0 without preload.
@@ -748,25 +817,54 @@ impl ReservationLock {
         }
     }
 
-    /// Leaves a renewal that is on disk and in the WAL (its record ending at `lsn`) to be published
-    /// once the synchronous standbys have flushed that far ([`ReservationLock::publish_pending`]).
-    pub fn set_pending(&self, reserved_until_unix_ms: i64, written_at_unix_ms: i64, lsn: u64) {
-        if let Ok(seg) = segment() {
-            let h = seg.header();
-            h.pending_written_at.store(written_at_unix_ms, Ordering::Relaxed);
-            h.pending_lsn.store(lsn, Ordering::Relaxed);
-            h.pending_until_unix_ms.store(reserved_until_unix_ms, Ordering::Release);
-        }
+    /// Leaves a renewal that is on disk and in the WAL to be published once the synchronous
+    /// standbys have flushed its record ([`ReservationLock::publish_flushed`]): in the empty
+    /// slot, else in place of the newer one, so that the older, which the standbys flush first,
+    /// is published as soon as they have it.
+    pub fn push_pending(&self, r: PendingRenewal) {
+        let Ok(seg) = segment() else { return };
+        let pending = &seg.header().pending;
+        let p = if pending[0].until.load(Ordering::Acquire) == i64::MIN { &pending[0] } else { &pending[1] };
+        p.written_at.store(r.written_at, Ordering::Relaxed);
+        p.lsn.store(r.lsn, Ordering::Relaxed);
+        p.seen_unflushed_at.store(r.written_at, Ordering::Relaxed);
+        p.until.store(r.until, Ordering::Release);
     }
 
-    /// Publishes the pending renewal, if there is one, and clears it.
-    pub fn publish_pending(&self) {
-        if let Some((until, written_at, _)) = pending_reservation() {
-            self.publish(until, written_at);
-            if let Ok(seg) = segment() {
-                seg.header().pending_until_unix_ms.store(i64::MIN, Ordering::Release);
-            }
+    /// Publishes the newest pending renewal the standbys have flushed (`flushed`; every pending
+    /// one when `None`, no standby being required any more), drops it and the older one, and
+    /// counts its lag into the estimate. Whether one was published.
+    pub fn publish_flushed(&self, flushed: Option<u64>) -> bool {
+        let Ok(seg) = segment() else { return false };
+        let h = seg.header();
+        let [older, newer] = pending_renewals();
+        let have = |r: Option<PendingRenewal>| r.filter(|r| flushed.is_none_or(|f| f >= r.lsn));
+        let (published, keep) = match (have(newer), have(older)) {
+            (Some(n), _) => (n, None),
+            (None, Some(o)) => (o, newer),
+            (None, None) => return false,
+        };
+        let slot = if newer == Some(published) { &h.pending[1] } else { &h.pending[0] };
+        let sample = slot.seen_unflushed_at.load(Ordering::Relaxed).saturating_sub(published.written_at);
+        let lag = match flushed {
+            Some(_) => crate::core::reservation::next_lag(h.standbys_lag_ms.load(Ordering::Relaxed), sample),
+            None => 0,
+        };
+        h.standbys_lag_ms.store(lag, Ordering::Relaxed);
+        if published != older.unwrap_or(published) {
+            // The older one was written too, and is dropped unpublished: count its write.
+            h.reservation_writes.fetch_add(1, Ordering::Relaxed);
         }
+        self.publish(published.until, published.written_at);
+        for p in &h.pending {
+            p.until.store(i64::MIN, Ordering::Release);
+        }
+        if let Some(k) = keep {
+            let seen = h.pending[1].seen_unflushed_at.load(Ordering::Relaxed);
+            self.push_pending(k);
+            h.pending[0].seen_unflushed_at.store(seen, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Publishes a reservation that is now on disk. Only the lock holder may call it.

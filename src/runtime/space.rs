@@ -163,8 +163,9 @@ pub unsafe fn record_changed(fcinfo: pg_sys::FunctionCallInfo) {
     }
     // Before the announcement: every backend that reads its record because of it finds this
     // transaction, and waits for it to end (`wait_for_record_changes`).
-    // SAFETY: a plain read of this backend's database; the statement wrote the record, so the
-    // transaction has an id.
+    // SAFETY: a plain read of this backend's database, and the top transaction's id, which
+    // GetTopTransactionId assigns if the transaction has none yet (a statement trigger after a
+    // DELETE that matched no row): an id the transaction would not otherwise take, and harmless.
     let (database, xid) = unsafe { (u32::from(pg_sys::MyDatabaseId), pg_sys::GetTopTransactionId().into_inner()) };
     if !shmem::note_record_change(database, xid, transaction_running) {
         errors::raise(errors::too_many_record_changes());
@@ -272,7 +273,7 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
         },
         Ordering::Relaxed,
     );
-    if shmem::database_checked(database, fingerprint) {
+    if shmem::database_checked(fingerprint) {
         // Checked since the start, by a wait past its floor or because CREATE EXTENSION made the
         // record here: every id the database holds lies below the generators, so this backend
         // may replace an unknown floor with its reservation (else the first id after a restart
@@ -298,7 +299,7 @@ fn check(generation: u64) -> Result<Option<space::Mismatch>, ErrorReport> {
 /// What [`read_record`] found.
 enum Record {
     /// The rows, and their fingerprint.
-    Read(Vec<Recorded>, u32),
+    Read(Vec<Recorded>, u64),
     /// The table was locked: the last good check of this database since its record last changed.
     Remembered(shmem::GoodCheck),
 }
@@ -377,11 +378,11 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
         Found::Remembered(good) => return Ok(Record::Remembered(good)),
         Found::None => {
             RECORD_TABLE.store(0, Ordering::Relaxed);
-            return Ok(Record::Read(Vec::new(), 1));
+            return Ok(Record::Read(Vec::new(), space::fingerprint(database, Vec::new())));
         }
     };
     let mut recorded = Vec::new();
-    let mut identities: Vec<Identity> = Vec::new();
+    let mut identities: Vec<space::Identity> = Vec::new();
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: PostgreSQL's table and system-scan API, used as its callers do; a NULL snapshot
     // makes systable_beginscan take a fresh catalog snapshot (always fresh for a table that is
@@ -438,28 +439,7 @@ fn read_record(database: u32, generation: u64) -> Result<Record, ErrorReport> {
     }
     // The same rows in another order (an UPDATE or VACUUM FULL moves them) are the same record.
     recorded.sort_by(|a, b| (&a.layout, a.epoch_unix_ms).cmp(&(&b.layout, b.epoch_unix_ms)));
-    Ok(Record::Read(recorded, fingerprint(identities)))
-}
-
-/// One row of the record as its fingerprint sees it: layout, epoch (Unix ms), record time (Unix
-/// µs) and the transaction that wrote the row version (its raw xmin).
-type Identity = (String, i64, i64, u32);
-
-/// The fingerprint of a record: FNV-1a over its rows' layouts, epochs, record times and row
-/// versions, in order; not their floors, which the extension advances itself in place (so its
-/// own writes keep the fingerprint, and every other write changes it). Never zero, which marks a
-/// free registry entry.
-fn fingerprint(mut identities: Vec<Identity>) -> u32 {
-    identities.sort();
-    let mut hash: u32 = 0x811c_9dc5;
-    for (layout, epoch, at, xmin) in &identities {
-        let len = u32::try_from(layout.len()).unwrap_or(u32::MAX);
-        let bytes = len.to_le_bytes().into_iter().chain(layout.bytes()).chain(epoch.to_le_bytes());
-        for b in bytes.chain(at.to_le_bytes()).chain(xmin.to_le_bytes()) {
-            hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
-        }
-    }
-    hash | 1
+    Ok(Record::Read(recorded, space::fingerprint(database, identities)))
 }
 
 /// The row `CREATE EXTENSION` writes into a new record (the server's layout and epoch, the
@@ -483,7 +463,7 @@ fn created_here() {
     };
     if let Some(at) = time::unix_us_from_pg_us(start_pg_us) {
         let row = (layout.widths().to_string(), layout.epoch_unix_ms(), at, xmin);
-        shmem::mark_database_checked(database, fingerprint(vec![row]));
+        shmem::mark_database_checked(database, space::fingerprint(database, vec![row]));
     }
 }
 

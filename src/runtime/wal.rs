@@ -16,14 +16,15 @@
 //! **Synchronous standbys.** A commit waits for them; an id does not commit (an autocommit
 //! `SELECT snowflake_next()` has no transaction id, and an id leaves with the result, before any
 //! commit). So where `synchronous_standby_names` names standbys, a renewed reservation is
-//! published only once they have flushed its record ([`standbys_flushed`]), whatever
+//! published only once they have flushed its record ([`sync_state`]), whatever
 //! `synchronous_commit` the session sets: one session's renewal covers every session's ids, and
 //! a promoted synchronous standby then continues above every id handed out. That is a wait per
-//! renewal, never per id (`crate::runtime::reservation::renew`). While the standbys do not
-//! answer, ids keep coming from the reservation in force (half a second ahead of the clock), then
-//! the calls that need a renewal wait, as commits do, shown as `IPC`/`SyncRep` in
-//! `pg_stat_activity`, until the standbys answer, `synchronous_standby_names` is emptied (read
-//! at the next statement), or the call is cancelled (57014, publishing nothing).
+//! renewal, never per id (`crate::runtime::reservation::renew`), and renewals reach further by the
+//! standbys' lag, so that under a steady lag no call waits (`crate::core::reservation::Reach`).
+//! While the standbys do not answer, ids keep coming from the reservation in force, then the calls
+//! that need a renewal wait, as commits do, shown as `IPC`/`SyncRep` in `pg_stat_activity`, until
+//! the standbys answer, `synchronous_standby_names` is emptied (the server's copy, which a reload
+//! reaches while calls wait, as for commits), or the call is cancelled (57014, publishing nothing).
 //!
 //! **The record is versioned by its kind** (the high bits of `info`): `XLOG_RESERVATION` (0x10)
 //! is the 16-byte record every release since 0.2.0 writes. A later format gets a new kind, and
@@ -49,6 +50,7 @@ pub type Replay = fn(until_unix_ms: i64, written_at_unix_ms: i64);
 
 #[cfg(not(feature = "pg14"))]
 mod imp {
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::OnceLock;
 
     use pgrx::pg_sys;
@@ -136,41 +138,113 @@ mod imp {
         }
     }
 
-    /// Whether a renewed reservation must reach synchronous standbys before it is published:
-    /// `synchronous_standby_names` names some, as this backend last read the setting (a reload
-    /// reaches a backend between statements), and the server may have standbys at all
-    /// (`max_wal_senders`), as PostgreSQL decides for a commit. `synchronous_commit` plays no
-    /// part: it is a session's, and a renewal covers every session's ids.
-    pub fn standbys_required() -> bool {
-        // SAFETY: plain reads of settings this process owns; SyncRepConfig is the parsed
-        // synchronous_standby_names, null when it is empty.
-        unsafe { pg_sys::max_wal_senders > 0 && !pg_sys::SyncRepConfig.is_null() }
+    /// Whether a renewed reservation must reach synchronous standbys before it is published, and
+    /// how far they have flushed the WAL.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct SyncState {
+        /// `synchronous_standby_names` names standbys, as the server last read it for commits.
+        pub required: bool,
+        /// What the walsenders last released commits up to (`WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH]`),
+        /// which only grows, and which they keep whether or not a commit waits.
+        pub flushed: u64,
     }
 
-    /// How far the synchronous standbys have flushed the WAL: what the walsenders last released
-    /// commits up to (`WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH]`), which only grows, and which they
-    /// keep whether or not a commit waits. Read without `SyncRepLock` as one aligned 8-byte
-    /// load, which is never torn; a stale value only makes a caller wait a little longer.
-    pub fn standbys_flushed() -> u64 {
-        // SAFETY: WalSndCtl points into shared memory for the server's life (null only outside
-        // a server); `lsn` precedes every field whose layout a minor release changed.
+    /// The synchronous standbys' state, read under `SyncRepLock` (shared) as a committing backend
+    /// reads it in `SyncRepWaitForLSN`: whether some are required is the checkpointer's copy of
+    /// the setting in shared memory (`WalSndCtl->sync_standbys_status`), which a reload reaches
+    /// while calls wait, not this backend's, which it reads only between statements; and the
+    /// server may have standbys at all (`max_wal_senders`). `synchronous_commit` plays no part:
+    /// it is a session's, and a renewal covers every session's ids.
+    pub fn sync_state() -> SyncState {
+        read_sync_state(true)
+    }
+
+    /// [`sync_state`] without the lock, for a look that decides nothing by itself: a call that
+    /// finds the renewal flushed (or no standby required) reads it again under the lock before it
+    /// publishes anything. (One aligned 8-byte load is never torn on the 64-bit platforms this
+    /// builds for; on others a torn value only sends the caller to the locked read.)
+    pub fn sync_state_peek() -> SyncState {
+        read_sync_state(false)
+    }
+
+    fn read_sync_state(locked: bool) -> SyncState {
+        // SAFETY: plain reads of this process's settings; WalSndCtl points into shared memory for
+        // the server's life (null only outside a server); SyncRepLock is the main array's
+        // individual lock 32 in every major this builds for (lwlocknames.h), taken shared as
+        // SyncRepWaitForLSN takes it, and never held across anything that can raise.
         unsafe {
             let ctl = pg_sys::WalSndCtl;
-            if ctl.is_null() {
-                return 0;
+            if pg_sys::max_wal_senders == 0 || ctl.is_null() {
+                return SyncState { required: false, flushed: 0 };
             }
-            std::ptr::read_volatile(&raw const (*ctl).lsn[pg_sys::SYNC_REP_WAIT_FLUSH as usize])
+            let lock = &raw mut (*pg_sys::MainLWLockArray.add(SYNC_REP_LOCK)).lock;
+            if locked {
+                pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
+            }
+            let lsn = &raw const (*ctl).lsn;
+            let flushed = std::ptr::read_volatile(lsn.cast::<u64>().add(pg_sys::SYNC_REP_WAIT_FLUSH as usize));
+            // The byte after `lsn`: `sync_standbys_status` since the 2025 minor releases, the bool
+            // `sync_standbys_defined` before; read by place, so that a build against either
+            // headers reads the same byte.
+            let status = std::ptr::read_volatile(lsn.cast::<u8>().add(std::mem::size_of_val(&*lsn)));
+            if locked {
+                pg_sys::LWLockRelease(lock);
+            }
+            let required =
+                standbys_defined(status, server_version_num()).unwrap_or_else(|| !pg_sys::SyncRepConfig.is_null());
+            SyncState { required, flushed }
         }
     }
 
-    /// Waits until the synchronous standbys have flushed the WAL up to `lsn`, or none is required
-    /// any more; interruptible as any wait of a query (a cancel raises 57014 here). The caller
-    /// holds no lock. The walsenders wake only the commits they queued, so this looks every
-    /// millisecond, on the process latch, shown as PostgreSQL's own `SyncRep` wait event.
-    pub fn wait_for_standbys(lsn: u64) {
-        while standbys_required() && standbys_flushed() < lsn {
-            crate::runtime::clock::wait_on_latch_as(1, pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP);
+    /// Waits `ms` on the process latch, shown as PostgreSQL's own `IPC`/`SyncRep` wait event;
+    /// interruptible (a cancel raises 57014 here).
+    pub fn wait_as_sync_rep(ms: u64) {
+        crate::runtime::clock::wait_on_latch_as(ms, pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP);
+    }
+
+    /// `SyncRepLock`'s place in `MainLWLockArray`.
+    const SYNC_REP_LOCK: usize = 32;
+
+    /// What the byte after `WalSndCtl->lsn` says: whether the checkpointer's copy of
+    /// `synchronous_standby_names` names standbys, or `None` before the checkpointer first read
+    /// the setting after a start, when the backend's own copy decides (as in `SyncRepWaitForLSN`).
+    /// The minor releases of May 2025 (15.13, 16.9, 17.5; 18 from the start) made it a set of
+    /// flags, `SYNC_STANDBY_INIT | SYNC_STANDBY_DEFINED`; before, it was one bool.
+    pub(super) fn standbys_defined(byte: u8, server_version_num: u32) -> Option<bool> {
+        let flags = match server_version_num / 10_000 {
+            15 => server_version_num >= 150_013,
+            16 => server_version_num >= 160_009,
+            17 => server_version_num >= 170_005,
+            _ => true,
+        };
+        if !flags {
+            Some(byte != 0)
+        } else if u32::from(byte) & pg_sys::SYNC_STANDBY_INIT == 0 {
+            None
+        } else {
+            Some(u32::from(byte) & pg_sys::SYNC_STANDBY_DEFINED != 0)
         }
+    }
+
+    /// The running server's `server_version_num` (the library may be built against another
+    /// minor release's headers), read once per process.
+    fn server_version_num() -> u32 {
+        static VERSION: AtomicU32 = AtomicU32::new(0);
+        let known = VERSION.load(Ordering::Relaxed);
+        if known != 0 {
+            return known;
+        }
+        // SAFETY: a read of a built-in, always present setting; the string is PostgreSQL's.
+        let v = unsafe {
+            let s = pg_sys::GetConfigOption(c"server_version_num".as_ptr(), true, false);
+            if s.is_null() {
+                0
+            } else {
+                std::ffi::CStr::from_ptr(s).to_str().ok().and_then(|t| t.parse().ok()).unwrap_or(0)
+            }
+        };
+        VERSION.store(v, Ordering::Relaxed);
+        v
     }
 
     #[pg_guard]
@@ -224,6 +298,19 @@ mod imp {
             }
             assert_eq!(decoded(&mut state), Err((XLOG_RESERVATION, 24)), "another length is refused");
         }
+
+        #[test]
+        fn the_shared_flag_is_read_as_its_minor_release_wrote_it() {
+            // Before the May 2025 minor releases: a bool.
+            assert_eq!(standbys_defined(1, 150_012), Some(true));
+            assert_eq!(standbys_defined(0, 160_008), Some(false));
+            // Since: flags, and nothing known before the checkpointer's first read.
+            for v in [150_013, 160_009, 170_005, 170_011, 180_000, 180_006] {
+                assert_eq!(standbys_defined(0, v), None, "{v}");
+                assert_eq!(standbys_defined(1, v), Some(false), "{v}");
+                assert_eq!(standbys_defined(3, v), Some(true), "{v}");
+            }
+        }
     }
 
     #[pg_guard]
@@ -244,13 +331,18 @@ mod imp {
     pub fn log_reservation(_until_unix_ms: i64, _written_at_unix_ms: i64) -> u64 {
         0
     }
-    pub fn standbys_required() -> bool {
-        false
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct SyncState {
+        pub required: bool,
+        pub flushed: u64,
     }
-    pub fn standbys_flushed() -> u64 {
-        0
+    pub fn sync_state() -> SyncState {
+        SyncState { required: false, flushed: 0 }
     }
-    pub fn wait_for_standbys(_lsn: u64) {}
+    pub fn sync_state_peek() -> SyncState {
+        sync_state()
+    }
+    pub fn wait_as_sync_rep(_ms: u64) {}
 }
 
-pub use imp::{init, log_reservation, standbys_flushed, standbys_required, wait_for_standbys};
+pub use imp::{init, log_reservation, sync_state, sync_state_peek, wait_as_sync_rep};

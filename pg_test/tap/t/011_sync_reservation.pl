@@ -5,16 +5,27 @@
 #
 # The standby's walreceiver is frozen (SIGSTOP): a call that takes ids past the reservation in
 # force waits for it, seen as IPC/SyncRep in pg_stat_activity, and a cancel ends the wait with
-# nothing handed out. Frozen again while a client keeps taking ids, each call with a
-# statement_timeout of 300 ms, for 2 s (four reservations ahead: 0.5 s each):
+# nothing handed out; so does emptying synchronous_standby_names and reloading, as for a commit
+# (the server's copy of the setting decides, not the waiting backend's). Frozen again while a
+# client keeps taking ids, each call with a statement_timeout of 300 ms, for 2 s (four
+# reservations ahead: 0.5 s each):
 # - every id the client holds lies below the reservation the frozen standby has replayed;
 # - the primary and the frozen walreceiver are killed (-9) at once, the standby promoted with its
 #   clock 5 s behind: every id it mints is above every id the client held, and none repeats one.
+#
+# A slow standby: another synchronous standby reaches its primary through a relay that holds back
+# what the standby sends (its flush acknowledgements) by 0.7 s, then 1.5 s, longer than a plain
+# renewal reaches (0.5 s). A client takes ids for 6 s: every call returns, none waits longer than
+# a few times the lag, and the statement never runs into its timeout.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin . '/..';
 use IPC::Run;
+use IO::Select;
+use IO::Socket::UNIX;
+use POSIX ();
+use Socket qw(SOCK_STREAM);
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -66,15 +77,72 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	eval { $waiter->finish };
 	like($werr, qr/canceling statement due to user request/, "PostgreSQL $major: a cancel ends the wait");
 	is($wout, '', "PostgreSQL $major: and hands out no id");
-	kill 'CONT', $receiver;
-	is($primary->safe_psql('postgres', 'SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 1000)'),
-		'1000', "PostgreSQL $major: once the standby receives again, ids flow");
 
-	# Frozen again, while a client keeps taking ids: autocommit calls, each its own connection and
-	# statement with a timeout of 300 ms, for 2 s (four reservations' worth).
+	# Still frozen: a call waits again, and emptying synchronous_standby_names lets it go on, as a
+	# commit would be, though its backend read the setting before the reload.
+	my ($rout, $rerr) = ('', '');
+	my $paced = 'SELECT count(*) FROM (SELECT snowflake_next(), pg_sleep(0.02) FROM generate_series(1, 150)) s';
+	my $released = IPC::Run::start(
+		[ install_path($major) . '/bin/psql', '-X', '-A', '-t', '-d', $primary->connstr('postgres'), '-c', $paced ],
+		'>', \$rout, '2>', \$rerr);
+	my $active = qq{SELECT count(*) FROM pg_stat_activity WHERE query = '$paced'};
+	$waits = 0;
+	for (1 .. 300)
+	{
+		$waits = $primary->safe_psql('postgres', "$active AND wait_event_type = 'IPC' AND wait_event = 'SyncRep'");
+		last if $waits;
+		sleep 0.1;
+	}
+	is($waits, '1', "PostgreSQL $major: frozen again, a call waits for the standby");
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = ''");
+	$primary->reload;
+	my $left = 1;
+	for (1 .. 300)
+	{
+		$left = $primary->safe_psql('postgres', $active);
+		last unless $left;
+		sleep 0.1;
+	}
+	is($left, '0', "PostgreSQL $major: emptying synchronous_standby_names lets the waiting call go on");
+	$primary->safe_psql('postgres', qq{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = '$paced'}) if $left;
+	eval { $released->finish };
+	is($rout, "150\n", "PostgreSQL $major: and it takes every id it asked for") or diag($rerr);
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = '$standby_name'");
+	$primary->reload;
+
+	kill 'CONT', $receiver;
+	$primary->poll_query_until('postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$standby_name'")
+	  or BAIL_OUT("the standby did not become synchronous again");
+	# One session, connected already, takes ids before and right after the freeze: what is left
+	# of the last renewal does not depend on how long a new connection takes on a busy machine.
 	$receiver = $standby->safe_psql('postgres', 'SELECT pid FROM pg_stat_wal_receiver');
+	my ($sin, $sout, $serr) = ('', '', '');
+	my $session = IPC::Run::start(
+		[ install_path($major) . '/bin/psql', '-X', '-q', '-A', '-t', '-v', 'VERBOSITY=verbose', '-d',
+		  $primary->connstr('postgres') ],
+		'<', \$sin, '>', \$sout, '2>', \$serr, IPC::Run::timeout(60));
+	my $ask = sub {
+		($sout, $serr) = ('', '');
+		$sin .= "$_[0];\n";
+		$session->pump until $sout =~ /\n/ || $serr =~ /ERROR/;
+		chomp(my $r = $sout);
+		return $r;
+	};
+	is($ask->('SELECT count(DISTINCT snowflake_next()) FROM generate_series(1, 1000)'),
+		'1000', "PostgreSQL $major: once the standby receives again, ids flow");
+	$ask->(q{SELECT set_config('statement_timeout', '300', false)});
+
+	# Frozen again, while a client keeps taking ids: autocommit calls, the first in that session,
+	# then each its own connection and statement with a timeout of 300 ms, for 2 s (four
+	# reservations' worth).
 	kill 'STOP', $receiver or die "SIGSTOP $receiver: $!";
 	my (@held, @outcomes);
+	my $first = $ask->('SELECT snowflake_next()');
+	if ($first =~ /^\d+$/) { push @held, $first; push @outcomes, 'id'; }
+	else { push @outcomes, ($serr =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : 'error'); }
+	$sin .= "\\q\n";
+	$session->finish;
 	my $until = time() + 2;
 	while (time() < $until)
 	{
@@ -112,6 +180,164 @@ for my $major (split ' ', ($ENV{SFID_FAILOVER} // '15'))
 	is($standby->safe_psql('postgres', "SELECT count(*) FROM minted WHERE id IN ($held)"),
 		'0', "PostgreSQL $major: and repeats none");
 	$standby->stop;
+
+	slow_standby($major);
+}
+
+# slow_standby(MAJOR): a synchronous standby whose flush acknowledgements reach the primary 0.7 s,
+# then 1.5 s, after it sent them (through delay_relay). The primary may wait up to 3 s for a clock
+# (max_rewind_wait), so a reservation may reach that far ahead of it.
+sub slow_standby
+{
+	my ($major) = @_;
+	my $name = "slow_standby$major";
+	my $primary = sfid_node("slow_primary$major", $major,
+		"snowflake_id.shards = '0-127'\nsnowflake_id.max_rewind_wait = '3s'", allows_streaming => 1);
+	$primary->start;
+	$primary->safe_psql('postgres', q{
+		CREATE EXTENSION snowflake_id;
+		-- Takes ids, one every 5 ms, for SECONDS: how many, the longest call (ms), and whether each
+		-- id was greater than the one before.
+		CREATE FUNCTION paced(seconds float8, OUT calls int, OUT max_ms int, OUT increasing bool)
+		LANGUAGE plpgsql AS $$
+		DECLARE
+			stop timestamptz := clock_timestamp() + make_interval(secs => seconds);
+			t timestamptz;
+			id bigint;
+			prev bigint := 0;
+		BEGIN
+			calls := 0; max_ms := 0; increasing := true;
+			WHILE clock_timestamp() < stop LOOP
+				t := clock_timestamp();
+				id := snowflake_next();
+				max_ms := greatest(max_ms, ceil(extract(epoch FROM clock_timestamp() - t) * 1000)::int);
+				increasing := increasing AND id > prev;
+				prev := id;
+				calls := calls + 1;
+				PERFORM pg_sleep(0.005);
+			END LOOP;
+		END $$});
+	$primary->backup('slow_base');
+	my $standby = PostgreSQL::Test::Cluster->new($name, install_path => install_path($major));
+	$standby->init_from_backup($primary, 'slow_base', has_streaming => 1);
+	my $relay_dir = PostgreSQL::Test::Utils::tempdir_short();
+	my $delay_file = "$relay_dir/delay";
+	PostgreSQL::Test::Utils::append_to_file($delay_file, '0');
+	my $relay = delay_relay("$relay_dir/.s.PGSQL.5999", $primary->host . '/.s.PGSQL.' . $primary->port, $delay_file);
+	$standby->append_conf('postgresql.conf', "primary_conninfo = 'host=$relay_dir port=5999 dbname=postgres'\nsynchronous_standby_names = ''");
+	$standby->start;
+	$primary->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = '$name'");
+	$primary->reload;
+	$primary->poll_query_until('postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$name'")
+	  or BAIL_OUT("the slow standby did not become synchronous");
+
+	for my $lag (0.7, 1.5)
+	{
+		open(my $fh, '>', $delay_file) or die "$delay_file: $!";
+		print $fh $lag;
+		close $fh;
+		my ($rc, $out, $err) = $primary->psql('postgres', q{
+			SET statement_timeout = '20s';
+			SELECT calls, max_ms, increasing FROM paced(6)});
+		my ($calls, $max_ms, $increasing) = split /\|/, $out // '';
+		diag("PostgreSQL $major, acknowledgements $lag s late: " . ($rc == 0 ? "$calls calls, the longest $max_ms ms" : $err));
+		is($rc, 0, "PostgreSQL $major: a standby $lag s late never stops the ids until the statement's timeout")
+		  or next;
+		cmp_ok($calls, '>', 100, "PostgreSQL $major: ids keep coming with the standby $lag s late");
+		cmp_ok($max_ms, '<', 4000 * $lag + 1000, "PostgreSQL $major: no call waits longer than a few times the lag");
+		is($increasing, 't', "PostgreSQL $major: every id greater than the one before");
+	}
+	kill 'KILL', $relay;
+	waitpid($relay, 0);
+	$standby->stop('immediate');
+	$primary->stop('immediate');
+	return;
+}
+
+# delay_relay(LISTEN, TARGET, DELAY_FILE): a process that accepts connections on the Unix socket
+# LISTEN and relays each to the socket TARGET, holding back what the connecting side sends by the
+# seconds DELAY_FILE holds (read at each chunk), in order; what TARGET sends passes at once.
+# Returns its pid (end it with SIGKILL).
+sub delay_relay
+{
+	my ($listen, $target, $delay_file) = @_;
+	my $listener = IO::Socket::UNIX->new(Type => SOCK_STREAM, Local => $listen, Listen => 8)
+	  or die "listen on $listen: $!";
+	my $pid = fork() // die "fork: $!";
+	if ($pid)
+	{
+		close $listener;
+		return $pid;
+	}
+	# The child never returns into the test (its END blocks would stop the nodes).
+	eval {
+		my $select = IO::Select->new($listener);
+		my (%peer, %held, @queue);
+		my $last_due = 0;
+		my $send = sub {
+			my ($to, $bytes) = @_;
+			while (length $bytes && defined fileno($to))
+			{
+				my $n = syswrite($to, $bytes);
+				last unless $n;
+				substr($bytes, 0, $n) = '';
+			}
+		};
+		my $delay = sub {
+			open(my $fh, '<', $delay_file) or return 0;
+			my $d = <$fh> // 0;
+			return $d + 0;
+		};
+		while (1)
+		{
+			while (@queue && $queue[0][0] <= time())
+			{
+				my (undef, $to, $bytes) = @{ shift @queue };
+				$send->($to, $bytes);
+			}
+			my $wait = @queue ? $queue[0][0] - time() : 1;
+			for my $s ($select->can_read($wait < 0 ? 0 : $wait))
+			{
+				if ($s == $listener)
+				{
+					my $c = $listener->accept or next;
+					my $u = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => $target);
+					if (!$u) { close $c; next; }
+					$peer{"$c"} = $u;
+					$peer{"$u"} = $c;
+					$held{"$c"} = 1;
+					$select->add($c, $u);
+					next;
+				}
+				my $n = sysread($s, my $buf, 65536);
+				if (!$n)
+				{
+					for my $h ($s, $peer{"$s"})
+					{
+						next unless $h;
+						$select->remove($h);
+						delete $peer{"$h"};
+						delete $held{"$h"};
+						close $h;
+					}
+					next;
+				}
+				if ($held{"$s"})
+				{
+					my $due = time() + $delay->();
+					$due = $last_due if $due < $last_due;
+					$last_due = $due;
+					push @queue, [ $due, $peer{"$s"}, $buf ];
+				}
+				else
+				{
+					$send->($peer{"$s"}, $buf);
+				}
+			}
+		}
+	};
+	POSIX::_exit(0);
 }
 
 done_testing();
