@@ -35,7 +35,7 @@ else
   $SUDO rm -rf "$tree" && $SUDO cp -a "$(pg_prefix "$V")" "$tree"
   (cd "$REPO_ROOT" && PGRX_PG_CONFIG_PATH="$(pg_bin "$V")/pg_config" cargo build --quiet --lib \
     --no-default-features --features "pg$V sabotage-$SABOTAGE") || die "the sabotaged build failed"
-  $SUDO install -m 0755 "$REPO_ROOT/target/debug/libsnowflake_id.so" "$tree/lib/snowflake_id.so"
+  $SUDO install -m 0755 "${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libsnowflake_id.so" "$tree/lib/snowflake_id.so"
   bin="$tree/bin"
 fi
 
