@@ -2,10 +2,12 @@
 """`make chaos`: a Jepsen-style run of snowflake_id under combined faults.
 
 Three lineages (primaries owning disjoint shard sets), each with a streaming standby, all under
-libfaketime with a time file per server. Clients insert through every primary and write each
-acknowledged id to acked/; a seeded nemesis kills, restarts, fails over, steps clocks, pauses and
-migrates by dump and restore; at the end the final contents of every lineage are written to
-final/. The verdict is chaos/check.py's, which shares no code with this file.
+libfaketime with a time file per server. Clients insert through every primary, each row tagged
+with a token of the client's own, and write each acknowledged id to acked/; a seeded nemesis
+kills, restarts, fails over, steps clocks, pauses and migrates by dump and restore. Then the
+harness heals the fleet and waits, within a bound the faults set, for every lineage to acknowledge
+again; the final contents of every lineage are written to final/. The verdict is chaos/check.py's,
+which shares no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
@@ -29,6 +31,10 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # Each lineage owns a disjoint shard set, which a promoted standby or a restored server keeps.
 LINEAGES = {"a": "1-3", "b": "4-6", "c": "7-9"}
 DB = "chaos"
+# After the heal, a lineage must acknowledge again within its clock debt (how far its primary's
+# clock lies behind the ids it minted: the refusals wait for the clock) plus this allowance for
+# reconnecting. The checker allows the same (chaos/check.py, LIVENESS_ALLOWANCE_S).
+LIVENESS_ALLOWANCE_S = 30.0
 
 
 def now_ns():
@@ -159,6 +165,10 @@ class Lineage:
         self.lock = threading.Lock()
         self.paused_clients = threading.Event()  # set while a migration moves the lineage
         self.active = 0  # clients inside a statement (under `lock`)
+        # The latest real time plus clock offset at which its primary could mint: how far ahead
+        # of the current primary's clock the ids may lie (see Harness.mark_peak).
+        self.peak = 0.0
+        self.last_acked_sent = {}  # kind -> the latest send time of an acknowledged request
 
 
 class Harness:
@@ -205,8 +215,11 @@ class Harness:
             primary.start()
             primary.sql(f"CREATE DATABASE {DB}", db="postgres")
             primary.sql("CREATE EXTENSION snowflake_id;"
-                        "CREATE TABLE sf (id bigint NOT NULL DEFAULT snowflake_next(), sent timestamptz);"
-                        "CREATE TABLE uu (id uuid NOT NULL DEFAULT uuidv7_next(), sent timestamptz);")
+                        # token: the client's own tag of the request; srv: the server that minted the id.
+                        "CREATE TABLE sf (id bigint NOT NULL DEFAULT snowflake_next(), sent timestamptz, token text,"
+                        " srv text DEFAULT current_setting('cluster_name'));"
+                        "CREATE TABLE uu (id uuid NOT NULL DEFAULT uuidv7_next(), sent timestamptz, token text,"
+                        " srv text DEFAULT current_setting('cluster_name'));")
             lineage.primary = primary
             self.make_standby(lineage)
 
@@ -217,6 +230,9 @@ class Harness:
         acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         errors = open(os.path.join(self.work, "errors", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         conn, conn_server = None, None
+        # Every request carries a token no other request has, acknowledged or not, so that the
+        # checker judges each write by itself (a lost row and a re-minted one never cancel out).
+        prefix, n = f"{lineage.name}{kind[0]}{index}", 0
         while not self.stop.is_set():
             with lineage.lock:
                 paused = lineage.paused_clients.is_set()
@@ -238,12 +254,18 @@ class Harness:
                     conn_server = server
                     # No statement_timeout: a cancelled wait for the synchronous standby returns
                     # success for a commit the standby may not have, which is no acknowledgement.
+                n += 1
+                token = f"{prefix}.{n}"
                 sent = now_ns()
                 with conn.cursor() as cur:
-                    cur.execute(f"INSERT INTO {table} (sent) VALUES (now()) RETURNING id")
-                    value = cur.fetchone()[0]
+                    # The WAL position after the row's insert: the next statement's bounds this
+                    # one's commit record from above (the checker's loss window in a failover).
+                    cur.execute(f"INSERT INTO {table} (sent, token) VALUES (now(), %s) "
+                                "RETURNING id, pg_current_wal_insert_lsn()", (token,))
+                    value, lsn = cur.fetchone()
                 done = now_ns()
-                acked.write(f"{sent} {done} {lineage.name} {kind} {value}\n")
+                acked.write(f"{sent} {done} {lineage.name} {kind} {value} {token} {server.name} insert {lsn}\n")
+                lineage.last_acked_sent[kind] = max(lineage.last_acked_sent.get(kind, 0), sent)
             except psycopg2.Error as e:
                 lost = isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError)) or "server closed" in str(e)
                 code = e.pgcode or ("connection" if lost else "client")
@@ -268,6 +290,17 @@ class Harness:
                                       "server": server, **detail}) + "\n")
         self.faults.flush()
 
+    def mark_peak(self, lineage):
+        """Called before the lineage's primary or its clock changes: the ids minted so far carry
+        times up to now on its clock (a paused or dead primary mints none, so this over-counts,
+        never under-counts)."""
+        lineage.peak = max(lineage.peak, time.time() + lineage.primary.offset)
+
+    def clock_debt(self, lineage):
+        """How far the lineage's primary's clock lies behind the latest ids it may hold."""
+        self.mark_peak(lineage)
+        return max(0.0, lineage.peak - (time.time() + lineage.primary.offset))
+
     def step_back(self, max_s=2.0):
         return round(self.rng.uniform(0.001, max_s), 3)
 
@@ -279,6 +312,7 @@ class Harness:
 
     def fault(self, kind, lineage):
         p, s = lineage.primary, lineage.standby
+        self.mark_peak(lineage)
         if kind == "kill9":
             back = self.behind_last_ids(self.start_s) if self.rng.random() < 0.5 else 0.0
             p.kill9()
@@ -293,14 +327,24 @@ class Harness:
             back = self.behind_last_ids(self.promote_s) if self.rng.random() < 0.5 else 0.0
             s.set_offset(s.offset - back)
             # How far the standby was behind as the primary died: the window in which an
-            # acknowledged commit can be lost with asynchronous replication.
+            # acknowledged commit can be lost with asynchronous replication. The standby's
+            # position only grows, so the one sampled before the kill is a lower bound of what it
+            # keeps; the checker excuses a lost row only if its commit may lie past it.
+            lag = primary_flush = standby_flush = None
             try:
-                lag = p.sql("SELECT extract(epoch FROM max(replay_lag)) * 1000 FROM pg_stat_replication", db="postgres")[0][0]
+                lag, primary_flush = p.sql("SELECT extract(epoch FROM max(replay_lag)) * 1000, "
+                                           "pg_current_wal_flush_lsn() FROM pg_stat_replication", db="postgres")[0]
             except psycopg2.Error:
-                lag = None
+                pass
+            try:
+                standby_flush = s.sql("SELECT pg_last_wal_receive_lsn()", db="postgres")[0][0]
+            except psycopg2.Error:
+                pass
+            self.mark_peak(lineage)
             p.kill9()
             self.log_fault(kind, lineage.name, p.name, promoted=s.name, standby_clock_back_s=back,
-                           replay_lag_ms=float(lag) if lag is not None else None)
+                           replay_lag_ms=float(lag) if lag is not None else None,
+                           primary_flush_lsn=primary_flush, standby_flush_lsn=standby_flush)
             promoting = time.time()
             s.pg_ctl("promote")
             self.promote_s = time.time() - promoting
@@ -311,6 +355,7 @@ class Harness:
             self.make_standby(lineage)
         elif kind == "clock":
             target = self.rng.choice([p, s])
+            self.mark_peak(lineage)
             step = round(self.rng.uniform(0.001, 2.0), 3) * self.rng.choice([-1, 1])
             self.log_fault(kind, lineage.name, target.name, step_s=step)
             target.set_offset(target.offset + step)
@@ -344,6 +389,7 @@ class Harness:
             if time.time() > deadline:
                 raise RuntimeError(f"lineage {lineage.name}'s clients did not stop for the migration")
             time.sleep(0.01)
+        self.mark_peak(lineage)
         self.log_fault("restore", lineage.name, old_p.name, clock_back_s=back)
         dump = os.path.join(self.work, f"dump-{old_p.name}")
         subprocess.run([os.path.join(self.bin, "pg_dump"), "-Fc", "-f", dump, old_p.dsn()], check=True)
@@ -388,23 +434,40 @@ class Harness:
                 raise
 
     # --- the end ----------------------------------------------------------------------------
-    def heal_and_collect(self):
+    def heal(self):
+        """Every server runs again (a pause ends; a fault's restart is done before the nemesis
+        goes on), and the clients keep inserting until every lineage acknowledged both kinds of
+        id again, sent after the heal, or its bound passed: its clock debt (a restore onto a
+        clock far behind refuses until the clock catches up) plus LIVENESS_ALLOWANCE_S."""
         for lineage in self.lineages.values():
             for server in (lineage.primary, lineage.standby):
                 if server is not None:
                     server.signal_all(signal.SIGCONT)
+        self.healed_ns = now_ns()
+        self.clock_debt_s = {n: round(self.clock_debt(l), 3) for n, l in self.lineages.items()}
+        self.log_fault("heal", "", "", clock_debt_s=self.clock_debt_s)
+        deadline = time.monotonic() + max(self.clock_debt_s.values()) + LIVENESS_ALLOWANCE_S + 1
+        while time.monotonic() < deadline:
+            if all(l.last_acked_sent.get(k, 0) >= self.healed_ns
+                   for l in self.lineages.values() for k in ("snowflake", "uuidv7")):
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # a little more history after the last lineage came back
+
+    def collect(self):
         os.makedirs(os.path.join(self.work, "final"), exist_ok=True)
         for lineage in self.lineages.values():
             p = lineage.primary
             for table, kind in (("sf", "snowflake"), ("uu", "uuidv7")):
-                rows = p.sql(f"SELECT id::text FROM {table}")
+                rows = p.sql(f"SELECT id::text, token, srv FROM {table}")
                 with open(os.path.join(self.work, "final", f"{lineage.name}-{kind}.txt"), "w") as f:
-                    f.writelines(f"{r[0]}\n" for r in rows)
+                    f.writelines(f"{r[0]} {r[1]} {r[2]}\n" for r in rows)
         servers = [s for l in self.lineages.values() for s in (l.primary, l.standby) if s is not None]
         with open(os.path.join(self.work, "topology.json"), "w") as f:
             json.dump({"mode": self.mode, "seed": self.args.seed, "duration_s": self.args.duration,
                        "sabotage": self.args.sabotage, "lineages": LINEAGES, "layout": "41/13/9",
-                       "stopped_ns": self.stopped_ns,
+                       "stopped_ns": self.stopped_ns, "healed_ns": self.healed_ns,
+                       "clock_debt_s": self.clock_debt_s, "liveness_allowance_s": LIVENESS_ALLOWANCE_S,
                        "final_primaries": {n: l.primary.name for n, l in self.lineages.items()}}, f)
         for s in servers + self.retired:
             if s.proc is not None and s.proc.poll() is None:
@@ -422,12 +485,12 @@ class Harness:
         try:
             self.nemesis()
         finally:
-            time.sleep(5)  # every lineage acknowledges again after its last fault (the checker asks)
+            self.heal()
             self.stop.set()
             self.stopped_ns = now_ns()
             for t in clients:
                 t.join(timeout=30)
-            self.heal_and_collect()
+            self.collect()
 
 
 def main():
