@@ -49,6 +49,8 @@ cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1
 python3 scripts/portable-tle.py --check || static_failed=1
+# The chaos checker on hand-made histories (chaos/test_check.py): no server, a second.
+python3 -m unittest discover -s chaos -p 'test_*.py' || static_failed=1
 tally "static checks" $((1 - static_failed)) "$static_failed"
 
 for v in $PG_VERSIONS; do
