@@ -281,7 +281,19 @@ class Lineage:
 class Harness:
     def __init__(self, args):
         self.args = args
-        self.work, self.bin, self.mode, self.lazyfs = args.work, args.bin, args.mode, args.lazyfs
+        self.work, self.bin, self.mode = args.work, args.bin, args.mode
+        self.kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1),
+                      ("power", 3)]
+        if args.sabotage == "no-sync":
+            self.kinds = [("power", 6), ("clock", 2)]
+        elif args.sabotage == "no-reservation":
+            self.kinds = [("kill9", 6), ("immediate", 2), ("clock", 2)]
+        elif args.sabotage == "no-replay":
+            self.kinds = [("failover", 6), ("clock", 2)]
+        # LazyFS only where the power can go: its FUSE round trips make starts, promotions and
+        # rebuilt standbys take seconds longer, and a sabotaged run without power loss needs its
+        # few faults to come quickly.
+        self.lazyfs = args.lazyfs if any(k == "power" for k, _ in self.kinds) else ""
         self.rng = random.Random(args.seed)
         self.stop = threading.Event()
         self.lineages = {n: Lineage(n) for n in LINEAGES}
@@ -308,8 +320,8 @@ class Harness:
         server.conf(data=target)
         server.mount()
 
-    def make_standby(self, lineage):
-        primary = lineage.primary
+    def make_standby(self, lineage, primary=None):
+        primary = primary or lineage.primary
         # Copied under the mount before it is mounted, as initdb's cluster (Harness.initdb).
         standby = Server(self, lineage.name, mount=False)
         target = standby.disk if standby.lazy else standby.data
@@ -465,8 +477,11 @@ class Harness:
             self.log_fault(kind, lineage.name, p.name)
             p.start()
         elif kind == "failover":
-            back = self.behind_last_ids(self.promote_s) if self.rng.random() < self.back_p else 0.0
-            s.set_offset(s.offset - back)
+            # Up to 2 s behind the old primary's last ids as the clients come over: set once the
+            # promotion and the new standby are done (no client reaches the promoted server before;
+            # with synchronous replication its first ids wait for that standby anyway), so that
+            # however long they took, its first ids see a clock behind the old primary's last ones.
+            back = self.step_back() if self.rng.random() < self.back_p else 0.0
             # How far the standby was behind as the primary died: the window in which an
             # acknowledged commit can be lost with asynchronous replication. The standby's
             # position only grows, so the one sampled before the kill is a lower bound of what it
@@ -483,18 +498,25 @@ class Harness:
                 pass
             self.mark_peak(lineage)
             p.kill9()
+            killed = time.time()
             self.log_fault(kind, lineage.name, p.name, promoted=s.name, standby_clock_back_s=back,
                            replay_lag_ms=float(lag) if lag is not None else None,
                            primary_flush_lsn=primary_flush, standby_flush_lsn=standby_flush)
             promoting = time.time()
             s.pg_ctl("promote")
             self.promote_s = max(0.8 * self.promote_s, time.time() - promoting)
-            with lineage.lock:
-                lineage.primary, lineage.standby = s, None
-            # The old primary is rebuilt as the new one's standby, as an operator would.
+            # The old primary is rebuilt as the new one's standby, as an operator would, before
+            # the clients move over.
             p.destroy()
             self.retired.append(p)
-            self.make_standby(lineage)
+            with lineage.lock:
+                lineage.standby = None
+            self.make_standby(lineage, primary=s)
+            if back:
+                for server in (s, lineage.standby):
+                    server.set_offset(p.offset - (time.time() - killed) - back)
+            with lineage.lock:
+                lineage.primary = s
         elif kind == "clock":
             target = self.rng.choice([x for x in (p, s) if x is not None])
             self.mark_peak(lineage)
@@ -560,14 +582,7 @@ class Harness:
         lineage.paused_clients.clear()
 
     def nemesis(self):
-        kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1),
-                 ("power", 3)]
-        if self.args.sabotage == "no-sync":
-            kinds = [("power", 6), ("clock", 2)]
-        elif self.args.sabotage == "no-reservation":
-            kinds = [("kill9", 6), ("immediate", 2), ("clock", 2)]
-        elif self.args.sabotage == "no-replay":
-            kinds = [("failover", 6), ("clock", 2)]
+        kinds = self.kinds
         population = [k for k, w in kinds for _ in range(w)]
         # Every kind once, in a seeded order, before the weighted draws: a short run (CI's 100 s)
         # sees each of them, power loss included, however few faults the machine's speed allows.
