@@ -300,6 +300,27 @@ class ProxyTest(unittest.TestCase):
         s.sendall(b"ok")
         self.assertEqual(recv_exactly(s, 2), b"ok")
 
+    def test_a_slow_reader_gets_every_byte_in_order(self):
+        """More than the proxy and the kernel buffer: the proxy stops reading when its buffer is
+        full and sends in parts to a reader that does not keep up, losing and reordering nothing."""
+        s = self.connect()
+        msg = random.Random(7).randbytes(3 * proxy.BUFFER_CAP)
+        sender = threading.Thread(target=lambda: (s.sendall(msg), s.shutdown(socket.SHUT_WR)))
+        sender.start()
+        wait_until(lambda: self.proxy.stats()["held_down"] >= proxy.BUFFER_CAP // 2, "the proxy's buffer to fill")
+        time.sleep(0.5)  # the sender would go on filling it, but for the cap
+        self.assertLessEqual(self.proxy.stats()["held_down"], proxy.BUFFER_CAP + proxy.CHUNK)
+        got = bytearray()
+        s.settimeout(PATIENCE_S)
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+            got += data
+        sender.join()
+        self.assertEqual(len(got), len(msg))
+        self.assertTrue(got == msg)
+
     def test_many_connections_through_partitions(self):
         """Forty clients, each with its own bytes, while another thread partitions and heals the
         link over and over: every client gets back exactly what it sent."""
@@ -396,7 +417,13 @@ class ProxyTest(unittest.TestCase):
         t = self.connect(p.port)  # one hanging too
         wait_until(lambda: p.stats()["hanging"] == 1, "the second connection to hang")
         self.assertIn("proxy-closing", [t.name for t in proxy_threads()])
+        # close() waits for the proxy's thread, even when it is busy.
+        busy = threading.Event()
+        t_busy = threading.Thread(target=p._call, args=(lambda: (busy.set(), time.sleep(0.3)),))
+        t_busy.start()
+        busy.wait()
         p.close()
+        t_busy.join()
         self.assertNotIn("proxy-closing", [t.name for t in proxy_threads()])
         self.assertEqual(ended(s), "reset")
         self.assertIn(ended(t), ("reset", "eof"))
