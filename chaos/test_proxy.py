@@ -568,6 +568,8 @@ class PostgresThroughProxy(unittest.TestCase):
         self.caught_up()
         self.assertGreaterEqual(self.repl.stats()["open"], 1)  # the walreceiver came through the proxy
         self.repl.partition()
+        # What crossed before the partition, and was still in a socket, is taken in first.
+        time.sleep(1.0)
         flush = self.sql(self.primary, "SELECT flush_lsn FROM pg_stat_replication")
         received = self.lsn(self.standby, "pg_last_wal_receive_lsn()")
         rows = int(self.sql(self.standby, "SELECT count(*) FROM t"))
