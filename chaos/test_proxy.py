@@ -584,10 +584,14 @@ class PostgresThroughProxy(unittest.TestCase):
         self.assertEqual(self.sql(self.primary, "SELECT flush_lsn FROM pg_stat_replication"), flush)
         self.assertEqual(int(self.sql(self.standby, "SELECT count(*) FROM t")), rows)
         self.assertGreater(self.repl.stats()["held_down"], 0)
-        print(f"\npartition: standby at {received}, primary at {written}, "
-              f"{self.repl.stats()['held_down']} bytes held", file=sys.stderr)
+        sent = self.sql(self.primary, "SELECT sent_lsn FROM pg_stat_replication")
+        print(f"\npartition: standby received up to {received}, primary flushed {written} "
+              f"(pg_stat_replication: sent {sent}, flush {flush}), {self.repl.stats()['held_down']} bytes held",
+              file=sys.stderr)
+        healed = time.monotonic()
         self.repl.heal()
         self.caught_up()
+        print(f"heal: caught up in {time.monotonic() - healed:.2f} s", file=sys.stderr)
         self.assertEqual(int(self.sql(self.standby, "SELECT count(*) FROM t")), rows + 20_000)
 
     def test_a_lag_keeps_the_standby_behind(self):
@@ -599,16 +603,34 @@ class PostgresThroughProxy(unittest.TestCase):
             self.sql(self.primary, "INSERT INTO lagged VALUES (1)")
             wait_until(lambda: self.sql(self.standby, "SELECT count(*) FROM lagged") == "1",
                        "the row to reach the standby", timeout=120)
-            self.assertGreaterEqual(time.monotonic() - inserted, 2.0)
+            behind = time.monotonic() - inserted
+            print(f"\nlag 2 s: the row reached the standby {behind:.2f} s after its insert", file=sys.stderr)
+            self.assertGreaterEqual(behind, 2.0)
         finally:
             self.repl.heal()
 
     def test_clients_cut_off_from_the_primary(self):
         dsn = f"host=127.0.0.1 port={self.clients.port} dbname=postgres user=postgres"
         self.assertEqual(self.sql(None, "SELECT 1", dsn=dsn), "1")
-        self.clients.partition(reset=True, refuse=True)
+        busy = subprocess.Popen([self.tool("psql"), "-X", "-d", dsn, "-c", "SELECT pg_sleep(600)"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: self.sql(self.primary, "SELECT count(*) FROM pg_stat_activity "
+                                                      "WHERE query = 'SELECT pg_sleep(600)'") == "1",
+                       "the long query to start")
+            self.clients.partition(reset=True, refuse=True)
+            # The open session is reset, long before its query would end ...
+            self.assertNotEqual(busy.wait(timeout=PATIENCE_S), 0)
+            self.assertIn("server closed the connection unexpectedly", busy.stderr.read())
+        finally:
+            if busy.poll() is None:
+                busy.kill()
+                busy.wait()
+            busy.stderr.close()
+        # ... and a new one is refused.
         with self.assertRaises(subprocess.CalledProcessError):
             self.sql(None, "SELECT 1", dsn=dsn)
+        self.assertGreaterEqual(self.clients.stats()["refused"], 1)
         self.clients.heal()
         self.assertEqual(self.sql(None, "SELECT 1", dsn=dsn), "1")
 
