@@ -525,6 +525,11 @@ class PostgresThroughProxy(unittest.TestCase):
         cls.clients.close()
         shutil.rmtree(cls.work, ignore_errors=True)
 
+    def tearDown(self):
+        # A failed test leaves no fault behind for the next one.
+        self.repl.heal()
+        self.clients.heal()
+
     @classmethod
     def tool(cls, name):
         return os.path.join(cls.bin, name)
@@ -593,6 +598,35 @@ class PostgresThroughProxy(unittest.TestCase):
         self.caught_up()
         print(f"heal: caught up in {time.monotonic() - healed:.2f} s", file=sys.stderr)
         self.assertEqual(int(self.sql(self.standby, "SELECT count(*) FROM t")), rows + 20_000)
+
+    def test_a_partition_past_the_timeouts_then_a_reconnection(self):
+        """A partition longer than wal_sender_timeout and wal_receiver_timeout: both ends give up
+        on the connection (their ends wait in the proxy), the walreceiver's new connections hang
+        in the partition, and after the heal the standby connects again and catches up."""
+        self.sql(self.primary, "CREATE TABLE IF NOT EXISTS long (i int)")
+        for server in (self.primary, self.standby):
+            self.sql(server, "ALTER SYSTEM SET wal_sender_timeout = '1s'")
+            self.sql(server, "ALTER SYSTEM SET wal_receiver_timeout = '1s'")
+            self.sql(server, "SELECT pg_reload_conf()")
+        try:
+            self.caught_up()
+            accepted = self.repl.stats()["accepted"]
+            self.repl.partition()
+            self.sql(self.primary, "INSERT INTO long SELECT generate_series(1, 1000)")
+            # The primary's WAL sender times out and goes; the standby's next walreceiver hangs.
+            wait_until(lambda: self.sql(self.primary, "SELECT count(*) FROM pg_stat_replication") == "0",
+                       "the WAL sender to time out")
+            wait_until(lambda: self.repl.stats()["hanging"] >= 1, "a new walreceiver connection to hang")
+            self.assertEqual(self.sql(self.standby, "SELECT count(*) FROM long"), "0")
+            self.repl.heal()
+            self.caught_up()
+            self.assertEqual(self.sql(self.standby, "SELECT count(*) FROM long"), "1000")
+            self.assertGreater(self.repl.stats()["accepted"], accepted)
+        finally:
+            for server in (self.primary, self.standby):
+                self.sql(server, "ALTER SYSTEM RESET wal_sender_timeout")
+                self.sql(server, "ALTER SYSTEM RESET wal_receiver_timeout")
+                self.sql(server, "SELECT pg_reload_conf()")
 
     def test_a_lag_keeps_the_standby_behind(self):
         self.sql(self.primary, "CREATE TABLE IF NOT EXISTS lagged (i int)")
