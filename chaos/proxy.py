@@ -53,6 +53,18 @@ one JSON line ({"ok": true, ...} or {"ok": false, "error": ...}):
          | lag up|down|both SECONDS | reset | target TARGET | stats
 
 It closes every link and exits at the end of its input or on SIGTERM.
+
+In the chaos harness (in-process: harness.py imports proxy from its own directory), per lineage:
+
+    repl = Proxy(f"{primary.dir}/.s.PGSQL.{primary.port}", name=f"{lineage}-repl")
+    front = Proxy(f"{primary.dir}/.s.PGSQL.{primary.port}", name=f"{lineage}-clients")
+
+A standby made with `pg_basebackup -R` (which connects directly) gets, appended to its
+postgresql.auto.conf before it starts (the last line wins):
+primary_conninfo = 'host=127.0.0.1 port=<repl.port> user=postgres application_name=<name>'.
+Clients connect to host=127.0.0.1 port=<front.port>; the harness's own SQL stays on the Unix
+sockets. When the primary changes (failover, restore), set_target() both to the new primary's
+socket and reset() them. Every fault ends with heal(); close() them all at the end of the run.
 """
 
 import collections
