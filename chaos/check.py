@@ -63,6 +63,8 @@ DOCUMENTED = {
 
 # Not faults: the harness's own records in faults.jsonl.
 NOT_FAULTS = ("heal", "harness-error")
+# Faults that promote a standby: a plain failover, and one whose standby was held back 1-3 s.
+FAILOVERS = ("failover", "lagged_failover")
 
 Ack = collections.namedtuple("Ack", "sent done lineage kind key token server op lsn source")
 Row = collections.namedtuple("Row", "lineage kind key token server")
@@ -143,7 +145,7 @@ def judge(topo, acked, rows, faults, errors):
     fault log's records; errors: a Counter of SQLSTATEs."""
     layout = tuple(int(x) for x in topo["layout"].split("/"))
     mode = topo["mode"]
-    failover_of = {f["server"]: f for f in faults if f["kind"] == "failover"}
+    failover_of = {f["server"]: f for f in faults if f["kind"] in FAILOVERS}
 
     # --- losses, per token -----------------------------------------------------------------
     stored = collections.defaultdict(list)  # (kind, token) -> rows
@@ -282,7 +284,7 @@ def judge(topo, acked, rows, faults, errors):
     safety = not (sum(duplicates.values()) or sum(stored_twice.values()) or order_violations
                   or lost_unexplained or changed)
     liveness = not unrecovered
-    failovers = [f for f in faults if f["kind"] == "failover"]
+    failovers = [f for f in faults if f["kind"] in FAILOVERS]
 
     def lag_bytes(f):
         p, s = parse_lsn(f.get("primary_flush_lsn")), parse_lsn(f.get("standby_flush_lsn"))

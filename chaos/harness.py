@@ -5,10 +5,11 @@ Three lineages (primaries owning disjoint shard sets), each with a streaming sta
 libfaketime with a time file per server, each data directory on a LazyFS mount of its own (a
 power loss drops every write not fsynced). Clients insert through every primary, each row tagged
 with a token of the client's own, and write each acknowledged id to acked/; a seeded nemesis
-kills, cuts the power, restarts, crashes standbys, fails over, steps clocks, pauses and migrates
-by dump and restore. Then the harness heals the fleet and waits, within a bound the faults set,
-for every lineage to acknowledge again; the final contents of every lineage are written to
-final/. The verdict is chaos/check.py's, which shares no code with this file.
+kills, cuts the power, restarts, crashes standbys, fails over (some with the standby's WAL held
+back), steps clocks, pauses and migrates by dump and restore. Then the harness heals the fleet
+and waits, within a bound the faults set, for every lineage to acknowledge again; the final
+contents of every lineage are written to final/. The verdict is chaos/check.py's, which shares
+no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
@@ -222,6 +223,17 @@ class Server:
         kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
         return [self.proc.pid] + [int(k) for k in kids]
 
+    def child(self, title):
+        """The pid of the server's child whose process title names it (walreceiver, ...)."""
+        for pid in self.pids()[1:]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f"postgres: {self.name}: {title}".encode() in f.read():
+                        return pid
+            except OSError:
+                pass
+        return None
+
     def kill9(self):
         for pid in self.pids():
             try:
@@ -282,7 +294,7 @@ class Harness:
         self.args = args
         self.work, self.bin, self.mode = args.work, args.bin, args.mode
         self.kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1),
-                      ("power", 3), ("standby_crash", 2)]
+                      ("power", 3), ("standby_crash", 2), ("lagged_failover", 2)]
         if args.sabotage == "no-sync":
             self.kinds = [("power", 6), ("clock", 2)]
         elif args.sabotage == "no-reservation":
@@ -475,8 +487,8 @@ class Harness:
             p.stop_immediate()
             self.log_fault(kind, lineage.name, p.name)
             p.start()
-        elif kind == "failover":
-            self.failover(lineage)
+        elif kind in ("failover", "lagged_failover"):
+            self.failover(lineage, lagged=kind == "lagged_failover")
         elif kind == "standby_crash":
             self.standby_crash(lineage)
         elif kind == "clock":
@@ -527,18 +539,32 @@ class Harness:
         s.start()
         if then_failover:
             time.sleep(under_load)
-            self.failover(lineage, after="standby_crash")
+            self.failover(lineage, lagged=False, after="standby_crash")
 
-    def failover(self, lineage, after=None):
-        """The primary dies and its standby is promoted; the old primary is rebuilt as the new
-        one's standby, as an operator would, before the clients move over."""
+    def failover(self, lineage, lagged=False, after=None):
+        """The primary dies and its standby is promoted. Lagged (`lagged_failover`): the standby's
+        walreceiver is stopped (SIGSTOP) 1-3 s before the kill while the clients go on, so that
+        the WAL of that span never reaches it; in async mode the promoted server then mints again
+        ids the old one acknowledged (its clock is set inside the lost span), which the checker
+        must excuse by the WAL window and nothing else. In sync mode commits and renewals wait
+        for the stopped standby, and nothing acknowledged may be lost or minted again."""
         p, s = lineage.primary, lineage.standby
-        kind = "failover"
-        # Up to 2 s behind the old primary's last ids as the clients come over: set once the
-        # promotion and the new standby are done (no client reaches the promoted server before;
-        # with synchronous replication its first ids wait for that standby anyway), so that
-        # however long they took, its first ids see a clock behind the old primary's last ones.
-        back = self.step_back() if self.rng.random() < self.back_p else 0.0
+        kind = "lagged_failover" if lagged else "failover"
+        hold = None
+        receiver = s.child("walreceiver") if lagged else None
+        if receiver is not None:
+            hold = round(self.rng.uniform(1.0, 3.0), 1)
+            os.kill(receiver, signal.SIGSTOP)
+            time.sleep(hold)
+        # Up to 2 s behind the old primary's last ids as the clients come over (lagged: inside
+        # the span the standby never received): set once the promotion and the new standby are
+        # done (no client reaches the promoted server before; with synchronous replication its
+        # first ids wait for that standby anyway), so that however long they took, its first
+        # ids see a clock behind the old primary's last ones.
+        if hold is not None:
+            back = round(self.rng.uniform(0.001, hold), 3)
+        else:
+            back = self.step_back() if self.rng.random() < self.back_p else 0.0
         # How far the standby was behind as the primary died: the window in which an
         # acknowledged commit can be lost with asynchronous replication. The standby's
         # position only grows, so the one sampled before the kill is a lower bound of what it
@@ -556,13 +582,22 @@ class Harness:
         self.mark_peak(lineage)
         p.kill9()
         killed = time.time()
-        detail = {"after": after} if after else {}
+        if receiver is not None:
+            try:
+                os.kill(receiver, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        detail = {"held_s": hold} if lagged else {}
+        if after:
+            detail["after"] = after
         self.log_fault(kind, lineage.name, p.name, promoted=s.name, standby_clock_back_s=back,
                        replay_lag_ms=float(lag) if lag is not None else None,
                        primary_flush_lsn=primary_flush, standby_flush_lsn=standby_flush, **detail)
         promoting = time.time()
         s.pg_ctl("promote")
         self.promote_s = max(0.8 * self.promote_s, time.time() - promoting)
+        # The old primary is rebuilt as the new one's standby, as an operator would, before
+        # the clients move over.
         p.destroy()
         self.retired.append(p)
         with lineage.lock:

@@ -43,8 +43,8 @@ class History:
     def store(self, key, token, server, kind="snowflake", lineage="a"):
         self.rows.append(check.parse_row(lineage, kind, f"{key} {token} {server}"))
 
-    def failover(self, at_s, server, promoted, standby_flush_lsn, lineage="a"):
-        self.faults.append({"at_ns": int(at_s * S), "kind": "failover", "lineage": lineage, "server": server,
+    def failover(self, at_s, server, promoted, standby_flush_lsn, lineage="a", kind="failover"):
+        self.faults.append({"at_ns": int(at_s * S), "kind": kind, "lineage": lineage, "server": server,
                             "promoted": promoted, "standby_flush_lsn": f"0/{standby_flush_lsn:X}",
                             "primary_flush_lsn": None, "replay_lag_ms": 0.0})
 
@@ -166,6 +166,18 @@ class AsyncFailoverWindow(unittest.TestCase):
         h.recovered()
         r = h.judge()
         self.assertEqual((r["lost_acknowledged"], r["lost_unexplained"]), (1, 0))
+
+
+class LaggedFailover(unittest.TestCase):
+    def test_lagged_failover_excuses_as_a_failover_does(self):
+        h = History("async")
+        h.ack(1, sf(1000), op="select", lsn=0x300)
+        h.failover(2, "a1", "a2", standby_flush_lsn=0x250, kind="lagged_failover")
+        h.ack(3, sf(1000), server="a2", op="select", lsn=0x400, client="c1")
+        h.recovered()
+        r = h.judge()
+        self.assertEqual((r["re_minted"], r["duplicates"]["snowflake"]), (1, 0))
+        self.assertTrue(r["holds"], r)
 
 
 class Liveness(unittest.TestCase):
