@@ -312,6 +312,7 @@ def judge(topo, acked, rows, faults, errors):
         "failover_replay_lag_ms": [f.get("replay_lag_ms") for f in failovers],
         "failover_lag_bytes": [lag_bytes(f) for f in failovers],
         "faults": dict(fault_counts),
+        "overlapping_faults": sum(1 for f in real_faults if f.get("overlap_with")),
         "harness_errors": harness_errors,
         "errors": dict(errors),
         "undocumented_errors": undocumented,
@@ -369,7 +370,8 @@ def markdown(r):
         ("first acknowledgement after the heal (ms; bound per lineage)", ", ".join(f"{k} {'never' if v is None else v}" for k, v in r["recovery_after_heal_ms"].items()) + " (" + ", ".join(f"{k} {v}" for k, v in r["liveness_bound_ms"].items()) + ")"),
         ("standbys' replay lag at each failover (ms)", ", ".join("?" if v is None else f"{v:.0f}" for v in r["failover_replay_lag_ms"]) or "no failover"),
         ("standbys' WAL behind the primary at each failover (bytes)", ", ".join("?" if v is None else str(v) for v in r["failover_lag_bytes"]) or "no failover"),
-        ("faults", ", ".join(f"{k} {v}" for k, v in sorted(r["faults"].items()))),
+        ("faults", ", ".join(f"{k} {v}" for k, v in sorted(r["faults"].items()))
+         + f" ({r.get('overlapping_faults', 0)} of them during another)"),
         ("errors by SQLSTATE", ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"),
         ("longest stall after each fault (ms)", ", ".join(f"{k} {v}" for k, v in r["max_stall_ms"].items())),
     ]

@@ -6,10 +6,10 @@ libfaketime with a time file per server, each data directory on a LazyFS mount o
 power loss drops every write not fsynced). Clients insert through every primary, each row tagged
 with a token of the client's own, and write each acknowledged id to acked/; a seeded nemesis
 kills, cuts the power, restarts, crashes standbys, fails over (some with the standby's WAL held
-back), steps clocks, pauses and migrates by dump and restore. Then the harness heals the fleet
-and waits, within a bound the faults set, for every lineage to acknowledge again; the final
-contents of every lineage are written to final/. The verdict is chaos/check.py's, which shares
-no code with this file.
+back), steps clocks, pauses, migrates by dump and restore, and sometimes runs two faults at once.
+Then the harness heals the fleet and waits, within a bound the faults set, for every lineage to
+acknowledge again; the final contents of every lineage are written to final/. The verdict is
+chaos/check.py's, which shares no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
@@ -158,11 +158,17 @@ class Server:
         self.lazyfs = None
 
     def set_offset(self, offset):
-        self.offset = offset
-        tmp = self.timefile + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{offset:+.3f}\n")
-        os.rename(tmp, self.timefile)
+        # Under a lock: two faults at once (a clock step during a failover) may both move it.
+        with self.h.clock_lock:
+            self.offset = offset
+            tmp = self.timefile + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(f"{offset:+.3f}\n")
+            os.rename(tmp, self.timefile)
+
+    def step_offset(self, step):
+        with self.h.clock_lock:
+            self.set_offset(self.offset + step)
 
     def append_conf(self, text, data=None):
         """Settings for postgresql.conf, fsynced: PostgreSQL never syncs the file, and a power
@@ -301,6 +307,11 @@ class Harness:
             self.kinds = [("kill9", 6), ("immediate", 2), ("clock", 2)]
         elif args.sabotage == "no-replay":
             self.kinds = [("failover", 6), ("clock", 2)]
+        # Two faults at once, in a run that is not sabotaged (whose few faults must each expose
+        # the build): a clock step or a pause on the same lineage during another fault, or the
+        # power lost by a promoted primary just after its clients came over.
+        self.overlap_p = 0.0 if args.sabotage else 0.3
+        self.clock_lock = threading.RLock()
         # LazyFS only where the power can go: its FUSE round trips make starts, promotions and
         # rebuilt standbys take seconds longer, and a sabotaged run without power loss needs its
         # few faults to come quickly.
@@ -463,14 +474,63 @@ class Harness:
         plus up to 2 s. Without it, the time a restart takes hides the step."""
         return round(outage_s + self.step_back(), 3)
 
-    def fault(self, kind, lineage):
+    def fault(self, kind, lineage, first=False):
+        """One fault on the lineage, and sometimes (overlap_p) a second one at once: a clock step
+        or a pause of the same lineage's primary or standby while the first runs, or, after a
+        failover, a power loss of the promoted primary as its clients come over. The second
+        fault's draws are made here, before it starts, so that the seed still fixes them."""
+        companion = None
+        if self.overlap_p and kind in ("kill9", "immediate", "power", "failover", "lagged_failover",
+                                       "standby_crash", "clock"):
+            # The first failovers of a run always overlap, so that CI's short run sees both.
+            if (first and kind in ("failover", "lagged_failover")) or self.rng.random() < self.overlap_p:
+                if kind == "failover" and self.lazyfs and (first or self.rng.random() < 0.5):
+                    companion = ("power_after_failover", self.rng.uniform(0.2, 1.0), None)
+                else:
+                    # A pause only where the fault itself asks nothing of the paused server (the
+                    # failovers sample both servers' WAL positions, a standby crash checkpoints).
+                    calm = kind in ("kill9", "immediate", "power", "clock")
+                    second = "pause" if kind == "clock" else self.rng.choice(["clock", "pause"] if calm else ["clock"])
+                    companion = (second, self.rng.uniform(0.0, 1.0), self.rng.random())
+        if companion is not None and companion[0] != "power_after_failover":
+            name, delay, pick = companion
+            p, s = lineage.primary, lineage.standby
+            targets = [x for x in (p, s) if x is not None]
+            target = targets[int(pick * len(targets))]
+            if name == "clock":
+                arg = round(self.rng.uniform(0.001, 2.0), 3) * self.rng.choice([-1, 1])
+            else:
+                arg = round(self.rng.uniform(1, 3), 1)
+            t = threading.Thread(target=self.companion, args=(name, lineage, target, delay, arg, kind), daemon=True)
+            t.start()
+            try:
+                self.fault_alone(kind, lineage)
+            finally:
+                t.join()
+            return
+        self.fault_alone(kind, lineage, power_after=companion[1] if companion else None)
+
+    def companion(self, name, lineage, target, delay, arg, during):
+        """The second of two faults at once (see fault)."""
+        time.sleep(delay)
+        if name == "clock":
+            self.mark_peak(lineage)
+            self.log_fault("clock", lineage.name, target.name, step_s=arg, overlap_with=during)
+            target.step_offset(arg)
+        else:
+            self.log_fault("pause", lineage.name, target.name, seconds=arg, overlap_with=during)
+            target.signal_all(signal.SIGSTOP)
+            time.sleep(arg)
+            target.signal_all(signal.SIGCONT)
+
+    def fault_alone(self, kind, lineage, power_after=None):
         p, s = lineage.primary, lineage.standby
         self.mark_peak(lineage)
         if kind == "kill9":
             back = self.behind_last_ids(self.start_s) if self.rng.random() < self.back_p else 0.0
             p.kill9()
             self.log_fault(kind, lineage.name, p.name, clock_back_s=back)
-            p.set_offset(p.offset - back)
+            p.step_offset(-back)
             p.start()
         elif kind == "power":
             # A power loss: the primary (two in three) or the standby dies with every write it did
@@ -481,22 +541,22 @@ class Harness:
             target.lose_power()
             self.log_fault(kind, lineage.name, target.name, role="primary" if target is p else "standby",
                            clock_back_s=back)
-            target.set_offset(target.offset - back)
+            target.step_offset(-back)
             target.start()
+        elif kind == "standby_crash":
+            self.standby_crash(lineage)
         elif kind == "immediate":
             p.stop_immediate()
             self.log_fault(kind, lineage.name, p.name)
             p.start()
         elif kind in ("failover", "lagged_failover"):
-            self.failover(lineage, lagged=kind == "lagged_failover")
-        elif kind == "standby_crash":
-            self.standby_crash(lineage)
+            self.failover(lineage, lagged=kind == "lagged_failover", power_after=power_after)
         elif kind == "clock":
             target = self.rng.choice([x for x in (p, s) if x is not None])
             self.mark_peak(lineage)
             step = round(self.rng.uniform(0.001, 2.0), 3) * self.rng.choice([-1, 1])
             self.log_fault(kind, lineage.name, target.name, step_s=step)
-            target.set_offset(target.offset + step)
+            target.step_offset(step)
         elif kind == "pause":
             target = self.rng.choice([x for x in (p, s) if x is not None])
             seconds = round(self.rng.uniform(1, 5), 1)
@@ -541,7 +601,7 @@ class Harness:
             time.sleep(under_load)
             self.failover(lineage, lagged=False, after="standby_crash")
 
-    def failover(self, lineage, lagged=False, after=None):
+    def failover(self, lineage, lagged=False, power_after=None, after=None):
         """The primary dies and its standby is promoted. Lagged (`lagged_failover`): the standby's
         walreceiver is stopped (SIGSTOP) 1-3 s before the kill while the clients go on, so that
         the WAL of that span never reaches it; in async mode the promoted server then mints again
@@ -608,6 +668,14 @@ class Harness:
                 server.set_offset(p.offset - (time.time() - killed) - back)
         with lineage.lock:
             lineage.primary = s
+        if power_after is not None:
+            # The second fault: the promoted primary loses its power just after its clients came
+            # over, with its first reservations (and in async mode nothing else) durable.
+            time.sleep(power_after)
+            self.mark_peak(lineage)
+            s.lose_power()
+            self.log_fault("power", lineage.name, s.name, role="primary", clock_back_s=0.0, overlap_with=kind)
+            s.start()
 
     def migrate(self, lineage):
         """Dump the lineage's database and restore it into a fresh server whose clock is behind;
@@ -670,10 +738,11 @@ class Harness:
         end = time.time() + self.args.duration
         while time.time() < end and not self.stop.is_set():
             time.sleep(self.rng.uniform(1.0, 3.0))
+            in_first = bool(first)
             kind = first.pop(0) if first else self.rng.choice(population)
             lineage = self.lineages[self.rng.choice(sorted(self.lineages))]
             try:
-                self.fault(kind, lineage)
+                self.fault(kind, lineage, first=in_first)
             except Exception as e:  # a fault that could not be applied is a harness error: stop
                 self.log_fault("harness-error", lineage.name, "", error=repr(e))
                 raise
