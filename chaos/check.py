@@ -122,7 +122,8 @@ def group_of(kind, lineage, key, layout):
 
 def commit_bounds(acked):
     """Per acknowledged request, an upper bound of the WAL position of what made its id durable:
-    for a SELECT, its own position (the reservation was logged before the id was handed out);
+    for a SELECT (one id, or a burst's every id), its own position (the reservation was logged
+    before the id was handed out);
     for an INSERT, the next insert position the same client saw on the same server (its commit
     record lies before it); math.inf where none is known."""
     bound = {}
@@ -132,7 +133,7 @@ def commit_bounds(acked):
     for seq in by_source.values():
         seq.sort(key=lambda a: a.sent)
         for i, a in enumerate(seq):
-            if a.op == "select":
+            if a.op != "insert":  # select, burst: ids alone
                 bound[a.token] = a.lsn if a.lsn is not None else math.inf
                 continue
             nxt = next((b for b in seq[i + 1:] if b.server == a.server and b.lsn is not None), None)

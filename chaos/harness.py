@@ -4,12 +4,13 @@
 Three lineages (primaries owning disjoint shard sets), each with a streaming standby, all under
 libfaketime with a time file per server, each data directory on a LazyFS mount of its own (a
 power loss drops every write not fsynced). Clients insert through every primary, each row tagged
-with a token of the client's own, and write each acknowledged id to acked/; a seeded nemesis
-kills, cuts the power, restarts, crashes standbys, fails over (some with the standby's WAL held
-back), steps clocks, pauses, migrates by dump and restore, and sometimes runs two faults at once.
-Then the harness heals the fleet and waits, within a bound the faults set, for every lineage to
-acknowledge again; the final contents of every lineage are written to final/. The verdict is
-chaos/check.py's, which shares no code with this file.
+with a token of the client's own, ask for ids alone and in bursts of thousands, and write each
+acknowledged id to acked/; a seeded nemesis kills, cuts the power, restarts, crashes standbys,
+fails over (some with the standby's WAL held back), steps clocks, pauses, changes shard lists,
+migrates by dump and restore, and sometimes runs two faults at once. Then the harness heals the
+fleet and waits, within a bound the faults set, for every lineage to acknowledge again; the
+final contents of every lineage are written to final/. The verdict is chaos/check.py's, which
+shares no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
@@ -300,7 +301,7 @@ class Harness:
         self.args = args
         self.work, self.bin, self.mode = args.work, args.bin, args.mode
         self.kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1),
-                      ("power", 3), ("standby_crash", 2), ("lagged_failover", 2)]
+                      ("power", 3), ("standby_crash", 2), ("lagged_failover", 2), ("shards", 1)]
         if args.sabotage == "no-sync":
             self.kinds = [("power", 6), ("clock", 2)]
         elif args.sabotage == "no-reservation":
@@ -383,9 +384,21 @@ class Harness:
     def client(self, lineage, kind, index, op):
         """Inserts rows (op "insert"), or asks for ids alone (op "select": `SELECT
         snowflake_next()`, whose transaction writes nothing of its own, so that its commit flushes
-        no WAL: the id is durable only by the reservation's own flush)."""
+        no WAL: the id is durable only by the reservation's own flush), or asks for thousands at
+        once (op "burst", snowflake ids: `SELECT snowflake_next(n) FROM generate_series(1, N)`,
+        N 1,000-5,000). Two burst clients of a lineage name its first shard, which the shard-list
+        changes always keep, and start together on the lineage's own fraction of every second, so
+        that together they ask that shard for more than its 512 ids per tick (one statement alone
+        may not, under the run's load); the third calls `snowflake_next()`, which spreads over the
+        server's current shards, every 0.5-1.5 s.
+        Every id of a burst is acknowledged, and never stored, under a token of its own."""
         table = "sf" if kind == "snowflake" else "uu"
         function = "snowflake_next()" if kind == "snowflake" else "uuidv7_next()"
+        pinned = op == "burst" and index % 3 != 2
+        if pinned:
+            function = f"snowflake_next({LINEAGES[lineage.name].split('-')[0]})"
+        offset = sorted(LINEAGES).index(lineage.name) / len(LINEAGES)
+        pace = random.Random(f"{self.args.seed}-{lineage.name}-{kind}-{index}")
         # Line-buffered: a line is whole on disk, or absent, whenever the harness stops.
         acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         errors = open(os.path.join(self.work, "errors", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
@@ -423,12 +436,23 @@ class Harness:
                     if op == "insert":
                         cur.execute(f"INSERT INTO {table} (sent, token) VALUES (now(), %s) "
                                     "RETURNING id, pg_current_wal_insert_lsn()", (token,))
+                    elif op == "burst":
+                        # Each row's insert position, after its id (the function is evaluated
+                        # per row): past the record of the reservation it was minted under.
+                        cur.execute(f"SELECT {function}, pg_current_wal_insert_lsn() "
+                                    "FROM generate_series(1, %s)", (pace.randint(1000, 5000),))
                     else:
                         # The insert position after the id: past its reservation's record.
                         cur.execute(f"SELECT {function}, pg_current_wal_insert_lsn()")
-                    value, lsn = cur.fetchone()
+                    got = cur.fetchall()
                 done = now_ns()
-                acked.write(f"{sent} {done} {lineage.name} {kind} {value} {token} {server.name} {op} {lsn}\n")
+                if op == "burst":
+                    head = f"{sent} {done} {lineage.name} {kind}"
+                    acked.write("".join(f"{head} {value} {token}.{k} {server.name} {op} {lsn}\n"
+                                        for k, (value, lsn) in enumerate(got)))
+                else:
+                    (value, lsn), = got
+                    acked.write(f"{sent} {done} {lineage.name} {kind} {value} {token} {server.name} {op} {lsn}\n")
                 lineage.last_acked_sent[kind] = max(lineage.last_acked_sent.get(kind, 0), sent)
             except psycopg2.Error as e:
                 lost = isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError)) or "server closed" in str(e)
@@ -444,6 +468,10 @@ class Harness:
             finally:
                 with lineage.lock:
                     lineage.active -= 1
+            if pinned:  # the start of the lineage's fraction of the next second
+                self.stop.wait(1.0 - (time.monotonic() - offset) % 1.0)
+            elif op == "burst":
+                self.stop.wait(pace.uniform(0.5, 1.5))
         acked.close()
         errors.close()
 
@@ -564,6 +592,8 @@ class Harness:
             target.signal_all(signal.SIGSTOP)
             time.sleep(seconds)
             target.signal_all(signal.SIGCONT)
+        elif kind == "shards":
+            self.change_shards(lineage)
         elif kind == "restore":
             self.migrate(lineage)
 
@@ -676,6 +706,19 @@ class Harness:
             s.lose_power()
             self.log_fault("power", lineage.name, s.name, role="primary", clock_back_s=0.0, overlap_with=kind)
             s.start()
+
+    def change_shards(self, lineage):
+        """A SIGHUP that changes the primary's shard list, within its lineage's own (disjoint)
+        set and always keeping the first shard (the burst client's): the generators of the
+        shards dropped stop, those added go on from their own words."""
+        p = lineage.primary
+        lo, hi = (int(x) for x in LINEAGES[lineage.name].split("-"))
+        choices = [f"{lo}", f"{lo}-{lo + 1}", f"{lo},{hi}", f"{lo}-{hi}"]
+        shards = self.rng.choice([c for c in choices if c != getattr(p, "shards", LINEAGES[lineage.name])])
+        p.append_conf(f"snowflake_id.shards = '{shards}'\n")
+        p.sql("SELECT pg_reload_conf()", db="postgres")
+        p.shards = shards
+        self.log_fault("shards", lineage.name, p.name, shards=shards)
 
     def migrate(self, lineage):
         """Dump the lineage's database and restore it into a fresh server whose clock is behind;
@@ -806,6 +849,11 @@ class Harness:
         ops = ("select", "select") if self.args.sabotage == "no-sync" else ("insert", "insert", "select")
         clients = [threading.Thread(target=self.client, args=(l, k, i, op), daemon=True)
                    for l in self.lineages.values() for k in ("snowflake", "uuidv7") for i, op in enumerate(ops)]
+        # Three burst clients per lineage (see client), at indexes 3, 4 and 5: two on one shard. Not
+        # in a sabotaged run: on 2 cores their load leaves its 40 s too few faults.
+        if not self.args.sabotage:
+            clients += [threading.Thread(target=self.client, args=(l, "snowflake", 3 + i, "burst"), daemon=True)
+                        for l in self.lineages.values() for i in range(3)]
         for t in clients:
             t.start()
         time.sleep(1)

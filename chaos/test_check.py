@@ -168,7 +168,26 @@ class AsyncFailoverWindow(unittest.TestCase):
         self.assertEqual((r["lost_acknowledged"], r["lost_unexplained"]), (1, 0))
 
 
-class LaggedFailover(unittest.TestCase):
+class LaggedFailoverAndBursts(unittest.TestCase):
+    def test_burst_ids_are_judged_each_by_its_own_position(self):
+        # A burst of three ids on a1 (insert positions 0x100, 0x200, 0x300: each row's position
+        # after its id), a failover whose standby was held back at 0x250, and the promoted a2
+        # minting the three ids again. The first two were covered by WAL the standby had: their
+        # copies are duplicates; the third one's reservation may have been lost: a re-mint.
+        h = History("async")
+        for k, lsn in enumerate((0x100, 0x200, 0x300)):
+            h.ack(1, sf(1000, seq=k), op="burst", lsn=lsn, client="b0")
+        h.failover(2, "a1", "a2", standby_flush_lsn=0x250, kind="lagged_failover")
+        for k in range(3):
+            h.ack(3, sf(1000, seq=k), server="a2", op="select", lsn=0x400, client="c1")
+        h.recovered()
+        r = h.judge()
+        self.assertEqual(r["re_minted"], 1)
+        self.assertEqual(r["duplicates"]["snowflake"], 2)
+        self.assertEqual(r["lost_acknowledged"], 0)  # a burst's ids are never stored
+        self.assertEqual(r["faults"], {"lagged_failover": 1})
+        self.assertFalse(r["holds"])
+
     def test_lagged_failover_excuses_as_a_failover_does(self):
         h = History("async")
         h.ack(1, sf(1000), op="select", lsn=0x300)
