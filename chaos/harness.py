@@ -7,10 +7,10 @@ power loss drops every write not fsynced). Clients insert through every primary,
 with a token of the client's own, ask for ids alone and in bursts of thousands, and write each
 acknowledged id to acked/; a seeded nemesis kills, cuts the power, restarts, crashes standbys,
 fails over (some with the standby's WAL held back), steps clocks, pauses, changes shard lists,
-migrates by dump and restore, and sometimes runs two faults at once. Then the harness heals the
-fleet and waits, within a bound the faults set, for every lineage to acknowledge again; the
-final contents of every lineage are written to final/. The verdict is chaos/check.py's, which
-shares no code with this file.
+partitions the network (chaos/proxy.py), migrates by dump and restore, and sometimes runs two
+faults at once. Then the harness heals the fleet and waits, within a bound the faults set, for
+every lineage to acknowledge again; the final contents of every lineage are written to final/.
+The verdict is chaos/check.py's, which shares no code with this file.
 
 Runs as the postgres user (PostgreSQL refuses root). Everything lives under WORK.
 
@@ -32,6 +32,9 @@ import time
 
 import psycopg2
 import psycopg2.extensions
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proxy as netproxy  # noqa: E402  (chaos/proxy.py, installed beside this file)
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # Each lineage owns a disjoint shard set, which a promoted standby or a restored server keeps.
@@ -171,10 +174,10 @@ class Server:
         with self.h.clock_lock:
             self.set_offset(self.offset + step)
 
-    def append_conf(self, text, data=None):
+    def append_conf(self, text, data=None, file="postgresql.conf"):
         """Settings for postgresql.conf, fsynced: PostgreSQL never syncs the file, and a power
         loss would take the harness's settings (shared_preload_libraries among them) with it."""
-        with open(os.path.join(data or self.data, "postgresql.conf"), "a") as f:
+        with open(os.path.join(data or self.data, file), "a") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -294,6 +297,18 @@ class Lineage:
         # of the current primary's clock the ids may lie (see Harness.mark_peak).
         self.peak = 0.0
         self.last_acked_sent = {}  # kind -> the latest send time of an acknowledged request
+        # The links the partitions cut (chaos/proxy.py), where the run has them: the standby's
+        # replication connection and the clients' connections, each through a proxy on loopback
+        # to the current primary's socket. The harness's own SQL goes to the sockets directly.
+        self.repl = self.front = None
+
+    def point(self, primary, links=("repl", "front")):
+        """The named links go to `primary` from now on; their open connections are reset."""
+        for name in links:
+            link = getattr(self, name)
+            if link is not None:
+                link.set_target(f"{primary.dir}/.s.PGSQL.{primary.port}")
+                link.reset()
 
 
 class Harness:
@@ -301,7 +316,7 @@ class Harness:
         self.args = args
         self.work, self.bin, self.mode = args.work, args.bin, args.mode
         self.kinds = [("kill9", 3), ("immediate", 2), ("failover", 2), ("clock", 4), ("pause", 2), ("restore", 1),
-                      ("power", 3), ("standby_crash", 2), ("lagged_failover", 2), ("shards", 1)]
+                      ("power", 3), ("standby_crash", 2), ("lagged_failover", 2), ("shards", 1), ("partition", 3)]
         if args.sabotage == "no-sync":
             self.kinds = [("power", 6), ("clock", 2)]
         elif args.sabotage == "no-reservation":
@@ -312,6 +327,8 @@ class Harness:
         # the build): a clock step or a pause on the same lineage during another fault, or the
         # power lost by a promoted primary just after its clients came over.
         self.overlap_p = 0.0 if args.sabotage else 0.3
+        # Clients and standbys reach their primary through a proxy where the run partitions them.
+        self.proxies = any(k == "partition" for k, _ in self.kinds)
         self.clock_lock = threading.RLock()
         # LazyFS only where the power can go: its FUSE round trips make starts, promotions and
         # rebuilt standbys take seconds longer, and a sabotaged run without power loss needs its
@@ -353,6 +370,12 @@ class Harness:
                         f"--dbname=application_name={standby.name}"], check=True, stdout=subprocess.DEVNULL)
         standby.append_conf(f"port = {standby.port}\nunix_socket_directories = '{standby.dir}'\n"
                             f"cluster_name = '{standby.name}'\n", data=target)
+        if lineage.repl is not None:
+            # Through the lineage's replication link (pg_basebackup -R wrote a direct one to
+            # postgresql.auto.conf, read after postgresql.conf: the last line there wins).
+            lineage.point(primary, links=("repl",))
+            standby.append_conf(f"primary_conninfo = 'host=127.0.0.1 port={lineage.repl.port} user=postgres "
+                                f"application_name={standby.name}'\n", data=target, file="postgresql.auto.conf")
         standby.mount()
         standby.set_offset(primary.offset)
         standby.start()
@@ -377,6 +400,10 @@ class Harness:
                         "CREATE TABLE uu (id uuid NOT NULL DEFAULT uuidv7_next(), sent timestamptz, token text,"
                         " srv text DEFAULT current_setting('cluster_name'));")
             lineage.primary = primary
+            if self.proxies:
+                socket_path = f"{primary.dir}/.s.PGSQL.{primary.port}"
+                lineage.repl = netproxy.Proxy(socket_path, name=f"{name}-repl")
+                lineage.front = netproxy.Proxy(socket_path, name=f"{name}-clients")
             if self.with_standbys:
                 self.make_standby(lineage)
 
@@ -402,7 +429,7 @@ class Harness:
         # Line-buffered: a line is whole on disk, or absent, whenever the harness stops.
         acked = open(os.path.join(self.work, "acked", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
         errors = open(os.path.join(self.work, "errors", f"{lineage.name}-{kind}-{index}.txt"), "a", buffering=1)
-        conn, conn_server = None, None
+        conn, conn_server, conn_name = None, None, None
         # Every request carries a token no other request has, acknowledged or not, so that the
         # checker judges each write by itself (a lost row and a re-minted one never cancel out).
         prefix, n = f"{lineage.name}{kind[0]}{op[0]}{index}", 0
@@ -422,9 +449,18 @@ class Harness:
                 if conn is None or conn_server is not server:
                     if conn is not None:
                         conn.close()
-                    conn = psycopg2.connect(server.dsn(), connect_timeout=3)
+                    if lineage.front is not None:
+                        conn = psycopg2.connect(f"host=127.0.0.1 port={lineage.front.port} dbname={DB} user=postgres",
+                                                connect_timeout=3)
+                    else:
+                        conn = psycopg2.connect(server.dsn(), connect_timeout=3)
                     conn.autocommit = True
                     conn_server = server
+                    # The server the connection reached, which the acknowledgements name (through
+                    # the proxy it may already be the next primary).
+                    with conn.cursor() as cur:
+                        cur.execute("SELECT current_setting('cluster_name')")
+                        (conn_name,), = cur.fetchall()
                     # No statement_timeout: a cancelled wait for the synchronous standby returns
                     # success for a commit the standby may not have, which is no acknowledgement.
                 n += 1
@@ -448,11 +484,11 @@ class Harness:
                 done = now_ns()
                 if op == "burst":
                     head = f"{sent} {done} {lineage.name} {kind}"
-                    acked.write("".join(f"{head} {value} {token}.{k} {server.name} {op} {lsn}\n"
+                    acked.write("".join(f"{head} {value} {token}.{k} {conn_name} {op} {lsn}\n"
                                         for k, (value, lsn) in enumerate(got)))
                 else:
                     (value, lsn), = got
-                    acked.write(f"{sent} {done} {lineage.name} {kind} {value} {token} {server.name} {op} {lsn}\n")
+                    acked.write(f"{sent} {done} {lineage.name} {kind} {value} {token} {conn_name} {op} {lsn}\n")
                 lineage.last_acked_sent[kind] = max(lineage.last_acked_sent.get(kind, 0), sent)
             except psycopg2.Error as e:
                 lost = isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError)) or "server closed" in str(e)
@@ -509,7 +545,7 @@ class Harness:
         fault's draws are made here, before it starts, so that the seed still fixes them."""
         companion = None
         if self.overlap_p and kind in ("kill9", "immediate", "power", "failover", "lagged_failover",
-                                       "standby_crash", "clock"):
+                                       "standby_crash", "clock", "partition"):
             # The first failovers of a run always overlap, so that CI's short run sees both.
             if (first and kind in ("failover", "lagged_failover")) or self.rng.random() < self.overlap_p:
                 if kind == "failover" and self.lazyfs and (first or self.rng.random() < 0.5):
@@ -517,7 +553,7 @@ class Harness:
                 else:
                     # A pause only where the fault itself asks nothing of the paused server (the
                     # failovers sample both servers' WAL positions, a standby crash checkpoints).
-                    calm = kind in ("kill9", "immediate", "power", "clock")
+                    calm = kind in ("kill9", "immediate", "power", "clock", "partition")
                     second = "pause" if kind == "clock" else self.rng.choice(["clock", "pause"] if calm else ["clock"])
                     companion = (second, self.rng.uniform(0.0, 1.0), self.rng.random())
         if companion is not None and companion[0] != "power_after_failover":
@@ -594,6 +630,8 @@ class Harness:
             target.signal_all(signal.SIGCONT)
         elif kind == "shards":
             self.change_shards(lineage)
+        elif kind == "partition":
+            self.partition(lineage)
         elif kind == "restore":
             self.migrate(lineage)
 
@@ -632,19 +670,27 @@ class Harness:
             self.failover(lineage, lagged=False, after="standby_crash")
 
     def failover(self, lineage, lagged=False, power_after=None, after=None):
-        """The primary dies and its standby is promoted. Lagged (`lagged_failover`): the standby's
-        walreceiver is stopped (SIGSTOP) 1-3 s before the kill while the clients go on, so that
-        the WAL of that span never reaches it; in async mode the promoted server then mints again
+        """The primary dies and its standby is promoted. Lagged (`lagged_failover`): the WAL the
+        standby would receive is held in the lineage's replication link for 1-3 s before the kill
+        while the clients go on, and dropped with the kill (the link's connections reset), so
+        that the WAL of that span never reaches it. Without a link the standby's walreceiver is
+        stopped (SIGSTOP) instead, which holds back only what its socket's buffer cannot take:
+        continued after the kill, it still reads and keeps what the primary had sent. In async mode the promoted server then mints again
         ids the old one acknowledged (its clock is set inside the lost span), which the checker
         must excuse by the WAL window and nothing else. In sync mode commits and renewals wait
         for the stopped standby, and nothing acknowledged may be lost or minted again."""
         p, s = lineage.primary, lineage.standby
         kind = "lagged_failover" if lagged else "failover"
-        hold = None
-        receiver = s.child("walreceiver") if lagged else None
-        if receiver is not None:
+        hold = held_by = None
+        receiver = s.child("walreceiver") if lagged and lineage.repl is None else None
+        if lagged and (lineage.repl is not None or receiver is not None):
             hold = round(self.rng.uniform(1.0, 3.0), 1)
-            os.kill(receiver, signal.SIGSTOP)
+            if lineage.repl is not None:
+                held_by = "link"
+                lineage.repl.hold("down")
+            else:
+                held_by = "sigstop"
+                os.kill(receiver, signal.SIGSTOP)
             time.sleep(hold)
         # Up to 2 s behind the old primary's last ids as the clients come over (lagged: inside
         # the span the standby never received): set once the promotion and the new standby are
@@ -672,12 +718,15 @@ class Harness:
         self.mark_peak(lineage)
         p.kill9()
         killed = time.time()
-        if receiver is not None:
+        if held_by == "link":  # what the link held dies with the primary's connection
+            lineage.repl.reset()
+            lineage.repl.release("down")
+        elif receiver is not None:
             try:
                 os.kill(receiver, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        detail = {"held_s": hold} if lagged else {}
+        detail = {"held_s": hold, "held_by": held_by} if lagged else {}
         if after:
             detail["after"] = after
         self.log_fault(kind, lineage.name, p.name, promoted=s.name, standby_clock_back_s=back,
@@ -698,6 +747,7 @@ class Harness:
                 server.set_offset(p.offset - (time.time() - killed) - back)
         with lineage.lock:
             lineage.primary = s
+            lineage.point(s, links=("front",))
         if power_after is not None:
             # The second fault: the promoted primary loses its power just after its clients came
             # over, with its first reservations (and in async mode nothing else) durable.
@@ -706,6 +756,22 @@ class Harness:
             s.lose_power()
             self.log_fault("power", lineage.name, s.name, role="primary", clock_back_s=0.0, overlap_with=kind)
             s.start()
+
+    def partition(self, lineage):
+        """A network partition of 1-5 s through the lineage's proxies: between the primary and
+        its standby (the WAL stops; with synchronous replication commits and renewals wait), or
+        between the clients and the primary (statements in flight hang, new connections time out).
+        One in three resets the open connections as it begins."""
+        link = self.rng.choice(["replication", "clients"])
+        seconds = round(self.rng.uniform(1, 5), 1)
+        reset = self.rng.random() < 1 / 3
+        proxy = lineage.repl if link == "replication" else lineage.front
+        self.log_fault("partition", lineage.name, lineage.primary.name, link=link, seconds=seconds, reset=reset)
+        proxy.partition(reset=reset)
+        try:
+            time.sleep(seconds)
+        finally:
+            proxy.heal()
 
     def change_shards(self, lineage):
         """A SIGHUP that changes the primary's shard list, within its lineage's own (disjoint)
@@ -752,6 +818,7 @@ class Harness:
         subprocess.run([os.path.join(self.bin, "pg_restore"), "-d", new.dsn(), "--exit-on-error", dump], check=True)
         with lineage.lock:
             lineage.primary, lineage.standby = new, None
+            lineage.point(new, links=("front",))  # the clients are stopped until the end
         for old in (old_p, old_s):
             if old is not None:
                 old.destroy()
@@ -800,6 +867,9 @@ class Harness:
             for server in (lineage.primary, lineage.standby):
                 if server is not None:
                     server.signal_all(signal.SIGCONT)
+            for link in (lineage.repl, lineage.front):
+                if link is not None:
+                    link.heal()
         self.healed_ns = now_ns()
         self.clock_debt_s = {n: round(self.clock_debt(l), 3) for n, l in self.lineages.items()}
         self.log_fault("heal", "", "", clock_debt_s=self.clock_debt_s)
@@ -838,6 +908,10 @@ class Harness:
                     s.destroy()
                 except Exception:
                     pass
+            for lineage in self.lineages.values():
+                for link in (lineage.repl, lineage.front):
+                    if link is not None:
+                        link.close()
 
     def run_clients_and_nemesis(self):
         for d in ("acked", "errors", "servers"):

@@ -59,7 +59,7 @@ fi
 log "chaos: MODE=$MODE SEED=$SEED DURATION=${DURATION}s${SABOTAGE:+ SABOTAGE=$SABOTAGE}"
 harness_rc=0
 # The harness runs as postgres, who may not read the checkout (a clone under a private directory).
-$SUDO install -o postgres -g postgres -m 0644 "$REPO_ROOT/chaos/harness.py" "$work/harness.py"
+$SUDO install -o postgres -g postgres -m 0644 "$REPO_ROOT/chaos/harness.py" "$REPO_ROOT/chaos/proxy.py" "$work/"
 as_postgres /usr/bin/python3 "$work/harness.py" --work "$work" --bin "$bin" --lazyfs "$LAZYFS_PREFIX/bin/lazyfs" --seed "$SEED" \
   --duration "$DURATION" --mode "$MODE" --sabotage "$SABOTAGE" --base-port "${CHAOS_PORT:-5600}" || harness_rc=$?
 out="$REPO_ROOT/target/chaos"
