@@ -252,10 +252,20 @@ class Server:
                 pass
         if self.proc is not None:
             self.proc.wait()
-        # Children that outlived the postmaster exit on its death; wait for the shared memory.
+        # A child the postmaster forked after the list above was taken outlived it, attached to the
+        # shared memory, and a restart refused ("pre-existing shared memory block is still in
+        # use"); before it sets its process title it is named as the postmaster is. Every process
+        # of the server, by either name, is killed until none is left.
         for _ in range(200):
-            if subprocess.run(["pgrep", "-f", f"postgres: {self.name}: "], capture_output=True).returncode != 0:
+            left = subprocess.run(["pgrep", "-f", f"postgres: {self.name}: |{self.h.bin}/postgres -D {self.data}$"],
+                                  capture_output=True, text=True).stdout.split()
+            if not left:
                 break
+            for pid in left:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             time.sleep(0.05)
         self.paused = False
 
