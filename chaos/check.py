@@ -1,28 +1,40 @@
 #!/usr/bin/python3
 """The checker of `make chaos`, independent of the extension and of the harness.
 
-It reads only files: the acknowledged ids (acked/*.txt, one line per id: sent_at_ns acked_at_ns
-lineage kind id), the final contents of every lineage (final/LINEAGE-KIND.txt), the clients'
-errors (errors/*.txt: at_ns SQLSTATE message) and the fault log (faults.jsonl). It decodes
+It reads only files: the acknowledged ids (acked/*.txt, one line per request, starting
+`sent_at_ns acked_at_ns lineage kind id`, then the request's token, the server that acknowledged
+it, the operation and the WAL insert position after it), the final contents of every lineage
+(final/LINEAGE-KIND.txt: `id token server`, the server that minted the row), the clients' errors
+(errors/*.txt: at_ns SQLSTATE message), the fault log (faults.jsonl) and topology.json. It decodes
 snowflake ids itself from the layout's bit widths, and compares UUIDs as 128-bit numbers.
 
-What it counts (models: Jepsen's unique-ids checker, Maelstrom's unique-id workload, AtlasDB's
-timestamp property):
-- duplicates, fleet-wide, per kind: an id acknowledged twice, or stored twice in the final data;
+Every request carries a token no other request has, and every judgement is made per token, so
+that two violations never cancel out (a lost row and a row minted again are two findings).
+
+Safety (models: Jepsen's unique-ids checker, Maelstrom's unique-id workload, AtlasDB's timestamp
+property):
+- duplicates, fleet-wide, per kind: an id carried by two tokens (acknowledged or stored), and a
+  token stored twice;
 - order violations: an id not greater than one of its lineage (of its shard, for snowflake ids,
   which are strictly ordered per shard and k-sorted across shards) acknowledged before its
   request was sent;
-- acknowledged rows missing from the final data;
-- errors by SQLSTATE, each of which must be in DOCUMENTED;
-- the longest stall after each kind of fault: from the fault to the first acknowledgement, on
-  the faulted lineage, of a request sent after it.
+- acknowledged rows missing from the final data, or stored with another id.
 
-With synchronous replication every count must be 0. With asynchronous replication, an
-acknowledged row lost in a failover is counted, and explained if it was acknowledged by the
-primary failed away from, within the standby's replay lag (sampled before the kill) plus
-LOST_MARGIN_MS; an id minted again after its row was lost is reported as re-minted. Every other
-violation fails the run, and so does a lineage that never acknowledged a kind of id again after
-its last fault.
+With synchronous replication every count must be 0. With asynchronous replication a row the
+failover away from its primary lost is excused when the standby may not have had its commit: the
+standby's WAL position, sampled before the kill, is at or below an upper bound of the commit's
+position (the next statement's insert position on the same connection and server; none known,
+no bound). A copy of an id is excused as re-minted only when the copy before it was lost so
+excused and the new copy came from the standby that failover promoted.
+
+Liveness: after the nemesis the harness heals the fleet (topology.json: healed_ns, and each
+lineage's clock debt: how far its primary's clock lay behind the ids it may hold). Every lineage
+must acknowledge each kind of id, for a request sent after the heal, within its clock debt plus
+LIVENESS_ALLOWANCE_S. Safety and liveness are reported apart; the run holds only with both, with
+every error documented, and with no harness error.
+
+Also reported: errors by SQLSTATE, and the longest stall after each kind of fault (from the fault
+to the first acknowledgement, on the faulted lineage, of a request sent after it).
 
     check.py WORK_DIR REPORT_DIR       # exit 0 only when the run holds
 """
@@ -31,13 +43,13 @@ import bisect
 import collections
 import glob
 import json
+import math
 import os
 import sys
 import uuid
 
-# A lost row counts as lost in a failover if it was acknowledged at most this long, beyond the
-# standby's replay lag sampled just before the kill, before the failover.
-LOST_MARGIN_MS = 5000
+# See the module's docstring; the harness waits as long (chaos/harness.py).
+LIVENESS_ALLOWANCE_S = 30.0
 
 # Errors a client may see under these faults, and why (docs/reliability.md lists the same).
 DOCUMENTED = {
@@ -49,6 +61,14 @@ DOCUMENTED = {
     "58000": "the clock stepped back further than snowflake_id.max_rewind_wait, or a restored database's floor lies further ahead of the clock than a call waits: the call refuses, and later calls mint again",
 }
 
+# Not faults: the harness's own records in faults.jsonl.
+NOT_FAULTS = ("heal", "harness-error")
+# Faults that promote a standby: a plain failover, and one whose standby was held back 1-3 s.
+FAILOVERS = ("failover", "lagged_failover")
+
+Ack = collections.namedtuple("Ack", "sent done lineage kind key token server op lsn source")
+Row = collections.namedtuple("Row", "lineage kind key token server")
+
 
 def read_lines(pattern):
     """Whole lines only: a line without its newline was cut by the harness's end."""
@@ -56,12 +76,40 @@ def read_lines(pattern):
         with open(path) as f:
             for line in f:
                 if line.endswith("\n") and line.strip():
-                    yield line[:-1]
+                    yield path, line[:-1]
 
 
 def id_key(kind, text):
     """An id as an integer that orders as the id does."""
     return int(text) if kind == "snowflake" else uuid.UUID(text).int
+
+
+def parse_lsn(text):
+    """A WAL position 'X/Y' as an integer; None for none."""
+    if text in (None, "", "-", "None"):
+        return None
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def parse_ack(line, source, n):
+    """One acknowledged-id line; None for one that is not whole."""
+    parts = line.split()
+    if len(parts) < 5:
+        return None
+    sent, done, lineage, kind, text = parts[:5]
+    token = parts[5] if len(parts) > 5 else f"?{source}:{n}"
+    server = parts[6] if len(parts) > 6 else "?"
+    op = parts[7] if len(parts) > 7 else "insert"
+    lsn = parse_lsn(parts[8]) if len(parts) > 8 else None
+    return Ack(int(sent), int(done), sys.intern(lineage), sys.intern(kind), id_key(kind, text), token,
+               sys.intern(server), sys.intern(op), lsn, source)
+
+
+def parse_row(lineage, kind, line):
+    parts = line.split()
+    return Row(lineage, kind, id_key(kind, parts[0]), parts[1] if len(parts) > 1 else None,
+               parts[2] if len(parts) > 2 else "?")
 
 
 def group_of(kind, lineage, key, layout):
@@ -72,162 +120,244 @@ def group_of(kind, lineage, key, layout):
     return (lineage, kind)
 
 
-def main(work, out):
-    topo = json.load(open(os.path.join(work, "topology.json")))
+def commit_bounds(acked):
+    """Per acknowledged request, an upper bound of the WAL position of what made its id durable:
+    for a SELECT (one id, or a burst's every id), its own position (the reservation was logged
+    before the id was handed out);
+    for an INSERT, the next insert position the same client saw on the same server (its commit
+    record lies before it); math.inf where none is known."""
+    bound = {}
+    by_source = collections.defaultdict(list)
+    for a in acked:
+        by_source[a.source].append(a)
+    for seq in by_source.values():
+        seq.sort(key=lambda a: a.sent)
+        for i, a in enumerate(seq):
+            if a.op != "insert":  # select, burst: ids alone
+                bound[a.token] = a.lsn if a.lsn is not None else math.inf
+                continue
+            nxt = next((b for b in seq[i + 1:] if b.server == a.server and b.lsn is not None), None)
+            bound[a.token] = nxt.lsn if nxt is not None else math.inf
+    return bound
+
+
+def judge(topo, acked, rows, faults, errors):
+    """The report of a run. acked: Ack records; rows: Row records of the final data; faults: the
+    fault log's records; errors: a Counter of SQLSTATEs."""
     layout = tuple(int(x) for x in topo["layout"].split("/"))
     mode = topo["mode"]
-    acked = []
-    for line in read_lines(os.path.join(work, "acked", "*.txt")):
-        parts = line.split()
-        if len(parts) != 5:
-            continue  # a line cut by the harness's own end: never an acknowledgement
-        sent, done, lineage, kind, text = parts
-        acked.append((int(sent), int(done), sys.intern(lineage), sys.intern(kind), id_key(kind, text)))
-    final = collections.Counter()
-    for path in glob.glob(os.path.join(work, "final", "*.txt")):
-        lineage, kind = os.path.basename(path)[:-4].split("-")
-        for line in read_lines(path):
-            final[(kind, id_key(kind, line))] += 1
-    faults = [json.loads(l) for l in read_lines(os.path.join(work, "faults.jsonl"))]
-    errors = collections.Counter(l.split()[1] for l in read_lines(os.path.join(work, "errors", "*.txt")))
+    failover_of = {f["server"]: f for f in faults if f["kind"] in FAILOVERS}
 
-    # Acknowledged rows missing from the final data (with multiplicity).
-    acked_count = collections.Counter((a[3], a[4]) for a in acked)
-    lost_keys = {k: n - final.get(k, 0) for k, n in acked_count.items() if n > final.get(k, 0)}
-    # The events that change a lineage's primary: a row acknowledged by a primary can only be
-    # lost in the failover away from it, within the standby's replay lag then (plus a margin for
-    # a lag sampled before the kill). A row lost in a crash restart, a restore, or long before a
-    # failover is a violation in either mode.
-    changes = collections.defaultdict(list)
-    for f in faults:
-        if f["kind"] in ("failover", "restore"):
-            changes[f["lineage"]].append(f)
-    lost = []
-    remaining = dict(lost_keys)
-    for a in sorted(acked, key=lambda a: a[1]):  # the earliest acknowledgements are the lost ones
-        k = (a[3], a[4])
-        if remaining.get(k, 0) > 0:
-            remaining[k] -= 1
-            nxt = next((f for f in changes[a[2]] if f["at_ns"] >= a[1]), None)
-            before = (nxt["at_ns"] - a[1]) / 1e6 if nxt and nxt["kind"] == "failover" else None
-            window = (nxt.get("replay_lag_ms") or 0) + LOST_MARGIN_MS if before is not None else 0
-            lost.append({"lineage": a[2], "kind": a[3], "acked_at_ns": a[1], "ms_before_failover": before,
-                         "explained": before is not None and before <= window,
-                         "re_minted": final.get(k, 0) > 0})
-    # Duplicates: an id stored twice anywhere, or acknowledged twice (a lost row's id minted
-    # again counts under re-minted instead, in asynchronous mode only).
-    stored_twice, acked_twice = collections.Counter(), collections.Counter()
-    for counts, extra in ((final, stored_twice), (acked_count, acked_twice)):
-        for (kind, _), n in counts.items():
-            if n > 1:
-                extra[kind] += n - 1
-    re_minted = collections.Counter(l["kind"] for l in lost if l["re_minted"])
-    duplicates = {
-        kind: stored_twice[kind] + acked_twice[kind] - (re_minted[kind] if mode == "async" else 0)
-        for kind in ("snowflake", "uuidv7")
-    }
-    dup_final, dup_acked, explained = (sum(c.values()) for c in (stored_twice, acked_twice, re_minted))
+    # --- losses, per token -----------------------------------------------------------------
+    stored = collections.defaultdict(list)  # (kind, token) -> rows
+    for r in rows:
+        stored[(r.kind, r.token)].append(r)
+    bounds = commit_bounds(acked)
 
-    # Order: sweep the requests by send time against the acknowledgements by acknowledgement time.
-    # Lost rows are left out in asynchronous mode (their own count covers them).
-    lost_left = dict(lost_keys) if mode == "async" else {}
-    kept = []
-    for a in sorted(acked, key=lambda a: a[1]):
-        k = (a[3], a[4])
-        if lost_left.get(k, 0) > 0:
-            lost_left[k] -= 1
+    def may_be_unreplicated(a):
+        """The failover away from a's server may have lost what made a's id durable: its
+        standby's position sampled before the kill lies at or below a's bound."""
+        f = failover_of.get(a.server)
+        if f is None or mode != "async":
+            return None
+        standby = parse_lsn(f.get("standby_flush_lsn"))
+        if standby is not None and bounds.get(a.token, math.inf) <= standby:
+            return None
+        return f
+
+    lost, changed = [], 0
+    excused_copy = {}  # token -> the failover that excuses its loss
+    for a in acked:
+        if a.op != "insert":
+            f = may_be_unreplicated(a)
+            if f is not None:
+                excused_copy[a.token] = f
             continue
-        kept.append(a)
-    by_done = sorted(kept, key=lambda a: a[1])
-    by_sent = sorted(kept, key=lambda a: a[0])
+        kept = stored.get((a.kind, a.token), [])
+        if kept and all(r.key == a.key for r in kept):
+            continue
+        if kept:
+            changed += 1  # stored, but with another id: never excused
+        f = may_be_unreplicated(a) if not kept else None
+        if f is not None:
+            excused_copy[a.token] = f
+        lost.append({"lineage": a.lineage, "kind": a.kind, "token": a.token, "server": a.server,
+                     "acked_at_ns": a.done, "changed": bool(kept),
+                     "ms_before_failover": (failover_of[a.server]["at_ns"] - a.done) / 1e6
+                     if a.server in failover_of else None,
+                     "explained": f is not None})
+
+    # --- duplicates, per id over tokens ----------------------------------------------------
+    # Every copy of an id: a token, acknowledged or stored or both, with when it was sent (a row
+    # stored without an acknowledgement sorts last) and the server that minted it.
+    copies = collections.defaultdict(dict)  # (kind, key) -> token -> (sent, server, lineage)
+    stored_twice = collections.Counter()
+    for a in acked:
+        copies[(a.kind, a.key)][a.token] = (a.sent, a.server, a.lineage)
+    for (kind, token), kept in stored.items():
+        if len(kept) > 1:
+            stored_twice[kind] += len(kept) - 1
+        for r in kept:
+            copies[(kind, r.key)].setdefault(token, (math.inf, r.server, r.lineage))
+    duplicates = collections.Counter()
+    re_minted = collections.Counter()
+    duplicate_examples = []
+    for (kind, key), by_token in copies.items():
+        if len(by_token) < 2:
+            continue
+        ordered = sorted(by_token.items(), key=lambda t: (t[1][0], t[0]))
+        for (old_token, (_, _, old_lineage)), (new_token, (_, new_server, new_lineage)) in zip(ordered, ordered[1:]):
+            f = excused_copy.get(old_token)
+            if f is not None and new_server == f.get("promoted") and new_lineage == old_lineage:
+                re_minted[kind] += 1
+            else:
+                duplicates[kind] += 1
+                if len(duplicate_examples) < 10:
+                    duplicate_examples.append({"kind": kind, "id": str(key), "tokens": [old_token, new_token]})
+    acked_twice = sum(1 for by_token in copies.values() if sum(1 for t in by_token.values() if t[0] != math.inf) > 1)
+
+    # --- order: requests by send time against acknowledgements by acknowledgement time --------
+    # Copies whose loss (or re-mint) a failover excuses are left out in asynchronous mode.
+    kept = [a for a in acked if a.token not in excused_copy]
+    by_done = sorted(kept, key=lambda a: a.done)
+    by_sent = sorted(kept, key=lambda a: a.sent)
     highest = {}
     order_violations, examples = 0, []
     i = 0
     for a in by_sent:
-        while i < len(by_done) and by_done[i][1] < a[0]:
+        while i < len(by_done) and by_done[i].done < a.sent:
             d = by_done[i]
-            g = group_of(d[3], d[2], d[4], layout)
-            highest[g] = max(highest.get(g, d[4]), d[4])
+            g = group_of(d.kind, d.lineage, d.key, layout)
+            highest[g] = max(highest.get(g, d.key), d.key)
             i += 1
-        g = group_of(a[3], a[2], a[4], layout)
-        if g in highest and a[4] <= highest[g]:
+        g = group_of(a.kind, a.lineage, a.key, layout)
+        if g in highest and a.key <= highest[g]:
             order_violations += 1
             if len(examples) < 10:
-                examples.append({"group": list(map(str, g)), "id": str(a[4]), "earlier_acked": str(highest[g]),
-                                 "sent_at_ns": a[0]})
+                examples.append({"group": list(map(str, g)), "id": str(a.key), "earlier_acked": str(highest[g]),
+                                 "sent_at_ns": a.sent, "token": a.token})
 
-    # Stalls after each fault: the first acknowledgement, on the faulted lineage, of a request
-    # sent after it (per lineage, requests by send time and the earliest acknowledgement from each
-    # on). A fault after which the lineage never acknowledged again stalls to the run's end, and
-    # fails the run: every lineage and kind must acknowledge after its lineage's last fault.
+    # --- stalls after each fault -----------------------------------------------------------
+    # The first acknowledgement, on the faulted lineage, of a request sent after it (per lineage,
+    # requests by send time and the earliest acknowledgement from each on). A fault after which
+    # the lineage never acknowledged again stalls to the run's end.
     sent_times, earliest_done = {}, {}
-    for lineage in {a[2] for a in kept}:
-        acks = sorted((a[0], a[1]) for a in kept if a[2] == lineage)
+    for lineage in {a.lineage for a in kept}:
+        acks = sorted((a.sent, a.done) for a in kept if a.lineage == lineage)
         sent_times[lineage] = [x[0] for x in acks]
         suffix, best = [0] * len(acks), None
-        for i in range(len(acks) - 1, -1, -1):
-            best = acks[i][1] if best is None else min(best, acks[i][1])
-            suffix[i] = best
+        for j in range(len(acks) - 1, -1, -1):
+            best = acks[j][1] if best is None else min(best, acks[j][1])
+            suffix[j] = best
         earliest_done[lineage] = suffix
+    real_faults = [f for f in faults if f["kind"] not in NOT_FAULTS]
     max_stall = collections.defaultdict(float)
-    for f in faults:
+    for f in real_faults:
         times = sent_times.get(f["lineage"], [])
-        i = bisect.bisect_left(times, f["at_ns"])
-        back = earliest_done[f["lineage"]][i] if i < len(times) else topo["stopped_ns"]
+        j = bisect.bisect_left(times, f["at_ns"])
+        back = earliest_done[f["lineage"]][j] if j < len(times) else topo["stopped_ns"]
         max_stall[f["kind"]] = max(max_stall[f["kind"]], (back - f["at_ns"]) / 1e6)
-    last_fault = {}
-    for f in faults:
-        last_fault[f["lineage"]] = max(last_fault.get(f["lineage"], 0), f["at_ns"])
-    unrecovered = sorted(
-        f"{lineage}/{kind}"
-        for lineage in topo["lineages"]
-        for kind in ("snowflake", "uuidv7")
-        if not any(a[2] == lineage and a[3] == kind and a[0] >= last_fault.get(lineage, 0) for a in kept)
-    )
-    fault_counts = collections.Counter(f["kind"] for f in faults)
+
+    # --- liveness: every lineage acknowledges again after the heal, within its bound ----------
+    healed = topo.get("healed_ns")
+    if healed is None:  # a harness before the heal: after the lineage's last fault
+        last = {}
+        for f in real_faults:
+            last[f["lineage"]] = max(last.get(f["lineage"], 0), f["at_ns"])
+    debt = topo.get("clock_debt_s", {})
+    allowance = topo.get("liveness_allowance_s", LIVENESS_ALLOWANCE_S)
+    recovery_ms, bound_ms, unrecovered = {}, {}, []
+    for lineage in sorted(topo["lineages"]):
+        since = healed if healed is not None else last.get(lineage, 0)
+        bound_ms[lineage] = round((debt.get(lineage, 0.0) + allowance) * 1000, 1)
+        for kind in ("snowflake", "uuidv7"):
+            first = min((a.done for a in acked if a.lineage == lineage and a.kind == kind and a.sent >= since),
+                        default=None)
+            name = f"{lineage}/{kind}"
+            recovery_ms[name] = None if first is None else round((first - since) / 1e6, 1)
+            if first is None or (healed is not None and recovery_ms[name] > bound_ms[lineage]):
+                unrecovered.append(name)
+
+    fault_counts = collections.Counter(f["kind"] for f in real_faults)
+    harness_errors = sum(1 for f in faults if f["kind"] == "harness-error")
     undocumented = {k: n for k, n in errors.items() if k not in DOCUMENTED}
-    harness_errors = fault_counts.pop("harness-error", 0)
+    lost_unexplained = sum(1 for l in lost if not l["explained"])
+    safety = not (sum(duplicates.values()) or sum(stored_twice.values()) or order_violations
+                  or lost_unexplained or changed)
+    liveness = not unrecovered
+    failovers = [f for f in faults if f["kind"] in FAILOVERS]
+
+    def lag_bytes(f):
+        p, s = parse_lsn(f.get("primary_flush_lsn")), parse_lsn(f.get("standby_flush_lsn"))
+        return None if p is None or s is None else p - s
 
     report = {
         "mode": mode, "seed": topo["seed"], "duration_s": topo["duration_s"], "sabotage": topo["sabotage"],
         "acknowledged": len(acked),
-        "acknowledged_by_kind": dict(collections.Counter(a[3] for a in acked)),
-        "duplicates": duplicates,
-        "duplicates_stored": dup_final,
-        "duplicates_acknowledged": dup_acked,
+        "acknowledged_by_kind": dict(collections.Counter(a.kind for a in acked)),
+        "duplicates": {kind: duplicates[kind] + stored_twice[kind] for kind in ("snowflake", "uuidv7")},
+        "duplicates_stored": sum(stored_twice.values()),
+        "duplicates_acknowledged": acked_twice,
+        "duplicate_examples": duplicate_examples,
         "order_violations": order_violations,
         "order_violation_examples": examples,
         "lost_acknowledged": len(lost),
-        "re_minted": explained,
+        "lost_changed": changed,
+        "re_minted": sum(re_minted.values()),
         "lost_max_ms_before_failover": max((l["ms_before_failover"] or 0 for l in lost), default=0),
-        "lost_unexplained": sum(1 for l in lost if not l["explained"]),
+        "lost_unexplained": lost_unexplained,
+        "lost_examples": lost[:10],
         "unrecovered": unrecovered,
-        "failover_replay_lag_ms": [f.get("replay_lag_ms") for f in faults if f["kind"] == "failover"],
+        "recovery_after_heal_ms": recovery_ms,
+        "liveness_bound_ms": bound_ms,
+        "failover_replay_lag_ms": [f.get("replay_lag_ms") for f in failovers],
+        "failover_lag_bytes": [lag_bytes(f) for f in failovers],
         "faults": dict(fault_counts),
+        "overlapping_faults": sum(1 for f in real_faults if f.get("overlap_with")),
         "harness_errors": harness_errors,
         "errors": dict(errors),
         "undocumented_errors": undocumented,
         "max_stall_ms": {k: round(v, 1) for k, v in sorted(max_stall.items())},
+        "safety": "holds" if safety else "VIOLATED",
+        "liveness": "holds" if liveness else "VIOLATED",
     }
-    if mode == "sync":
-        holds = not (sum(duplicates.values()) or dup_final or order_violations or lost)
-    else:
-        holds = not (sum(duplicates.values()) or dup_final or order_violations or report["lost_unexplained"])
-    holds = holds and not unrecovered
-    holds = holds and not undocumented and not harness_errors and len(acked) > 0
-    report["holds"] = holds
+    report["holds"] = safety and liveness and not undocumented and not harness_errors and len(acked) > 0
+    return report
+
+
+def load(work):
+    """The run's files, as judge() takes them."""
+    with open(os.path.join(work, "topology.json")) as f:
+        topo = json.load(f)
+    acked = []
+    for n, (path, line) in enumerate(read_lines(os.path.join(work, "acked", "*.txt"))):
+        a = parse_ack(line, os.path.basename(path), n)
+        if a is not None:  # a line cut by the harness's own end is never an acknowledgement
+            acked.append(a)
+    rows = []
+    for path in glob.glob(os.path.join(work, "final", "*.txt")):
+        lineage, kind = os.path.basename(path)[:-4].split("-")
+        rows.extend(parse_row(lineage, kind, line) for _, line in read_lines(path))
+    faults = [json.loads(l) for _, l in read_lines(os.path.join(work, "faults.jsonl"))]
+    errors = collections.Counter(l.split()[1] for _, l in read_lines(os.path.join(work, "errors", "*.txt")))
+    return topo, acked, rows, faults, errors
+
+
+def main(work, out):
+    report = judge(*load(work))
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(markdown(report))
     print(markdown(report))
-    return 0 if holds else 1
+    return 0 if report["holds"] else 1
 
 
 def markdown(r):
     rows = [
         ("verdict", "holds" if r["holds"] else "**VIOLATED**"),
+        ("safety / liveness", f"{r['safety']} / {r['liveness']}"),
         ("mode / seed / duration", f"{r['mode']} / {r['seed']} / {r['duration_s']} s"),
         ("sabotage", r["sabotage"] or "none"),
         ("ids acknowledged", f"{r['acknowledged']} ({', '.join(f'{k} {v}' for k, v in sorted(r['acknowledged_by_kind'].items()))})"),
@@ -236,10 +366,13 @@ def markdown(r):
         ("acknowledged rows lost", r["lost_acknowledged"]),
         ("of them, id minted again", r["re_minted"]),
         ("lost rows: longest time from acknowledgement to failover (ms)", round(r["lost_max_ms_before_failover"], 1)),
-        ("lost rows not explained by a failover's replay lag", r["lost_unexplained"]),
-        ("lineages that never acknowledged after their last fault", ", ".join(r["unrecovered"]) or "none"),
+        ("lost rows not explained by a failover (standby's WAL position)", r["lost_unexplained"]),
+        ("lineages that did not acknowledge within their bound after the heal", ", ".join(r["unrecovered"]) or "none"),
+        ("first acknowledgement after the heal (ms; bound per lineage)", ", ".join(f"{k} {'never' if v is None else v}" for k, v in r["recovery_after_heal_ms"].items()) + " (" + ", ".join(f"{k} {v}" for k, v in r["liveness_bound_ms"].items()) + ")"),
         ("standbys' replay lag at each failover (ms)", ", ".join("?" if v is None else f"{v:.0f}" for v in r["failover_replay_lag_ms"]) or "no failover"),
-        ("faults", ", ".join(f"{k} {v}" for k, v in sorted(r["faults"].items()))),
+        ("standbys' WAL behind the primary at each failover (bytes)", ", ".join("?" if v is None else str(v) for v in r["failover_lag_bytes"]) or "no failover"),
+        ("faults", ", ".join(f"{k} {v}" for k, v in sorted(r["faults"].items()))
+         + f" ({r.get('overlapping_faults', 0)} of them during another)"),
         ("errors by SQLSTATE", ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"),
         ("longest stall after each fault (ms)", ", ".join(f"{k} {v}" for k, v in r["max_stall_ms"].items())),
     ]

@@ -131,6 +131,54 @@ build_pg_partman() {
   build_pgxs pg_partman "$tarball" "$1"
 }
 
+# LazyFS (Jepsen's power-loss file system), for the power faults of `make chaos`
+# ($LAZYFS_TARBALL to use another copy).
+lazyfs_tarball() { vendored_tarball lazyfs-a47a5baea559.tar.gz "${LAZYFS_TARBALL:-}"; }
+LAZYFS_PREFIX="${LAZYFS_PREFIX:-/opt/lazyfs}"
+
+# build_lazyfs: builds LazyFS from lazyfs_tarball into $LAZYFS_PREFIX (bin/lazyfs, lib/) unless
+# that build is there already (about 2 minutes on 2 cores). Its CMake files fetch toml11 and spdlog
+# from the internet; Debian 12 ships the versions it pins, so the build uses those instead. Fails
+# if there is no tarball.
+build_lazyfs() {
+  local tarball tmp src
+  tarball="$(lazyfs_tarball)" || return 1
+  local stamp="$LAZYFS_PREFIX/.$(basename "$tarball").direct_io"
+  if [ -x "$LAZYFS_PREFIX/bin/lazyfs" ] && [ -f "$stamp" ]; then return 0; fi
+  need_debian_packages fuse3 libfuse3-dev cmake g++ make libtoml11-dev libspdlog-dev
+  log "building LazyFS from $(basename "$tarball") into $LAZYFS_PREFIX"
+  tmp="$(mktemp -d)"
+  tar -xzf "$tarball" -C "$tmp"
+  src="$(echo "$tmp"/lazyfs-*)"
+  sed -i -e '/^include(FetchContent)/,/^FetchContent_MakeAvailable(spdlog)/c\find_package(toml11 REQUIRED)\nfind_package(spdlog REQUIRED)' \
+    -e '/^set_target_properties(spdlog/d' \
+    -e 's/^target_link_libraries(pcache toml11::toml11 spdlog)/target_link_libraries(pcache toml11::toml11 spdlog::spdlog)/' \
+    "$src/libs/libpcache/CMakeLists.txt"
+  sed -i -e 's/^find_package(Threads REQUIRED)/&\nfind_package(spdlog REQUIRED)\nfind_package(toml11 REQUIRED)/' \
+    -e 's/^target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so)/target_link_libraries(${CMAKE_PROJECT_NAME} fuse3 Threads::Threads libpcache.so spdlog::spdlog toml11::toml11)/' \
+    "$src/lazyfs/CMakeLists.txt"
+  # The kernel's page cache of a FUSE file can keep a page read while another process's write to
+  # it was on its way, and serve the stale page (zeros where flushed data is) until the file is
+  # opened again: a WAL sender or a standby's startup process then reads zeros. Every open
+  # bypasses the kernel's cache (direct_io), and LazyFS's writes keep going through its own cache
+  # (it would write through with direct_io), which is what a power loss drops.
+  sed -i -e 's|^    // cfg->direct_io        = 1;|    cfg->direct_io = 1;|' \
+    -e 's|^    if (fi != NULL \&\& fi->direct_io) {|    if (false) {|' "$src/lazyfs/src/lazyfs.cpp"
+  grep -q '^    cfg->direct_io = 1;' "$src/lazyfs/src/lazyfs.cpp" && grep -q '^    if (false) {' "$src/lazyfs/src/lazyfs.cpp" \
+    || { echo "LazyFS's sources are not the ones patched here" >&2; rm -rf "$tmp"; return 1; }
+  (cd "$src/libs/libpcache" && mkdir -p build && cd build && cmake .. >"$tmp/pcache.log" 2>&1 \
+     && cmake --build . -j2 >>"$tmp/pcache.log" 2>&1 \
+   && cd "$src/lazyfs" && mkdir -p build && cd build \
+     && cmake -DLAZYFS_BUILD_TESTS=OFF -DCMAKE_BUILD_RPATH="$LAZYFS_PREFIX/lib" .. >"$tmp/lazyfs.log" 2>&1 \
+     && cmake --build . -j2 >>"$tmp/lazyfs.log" 2>&1) \
+    || { tail -n 30 "$tmp"/*.log >&2; rm -rf "$tmp"; return 1; }
+  $SUDO rm -rf "$LAZYFS_PREFIX" && $SUDO install -d "$LAZYFS_PREFIX/bin" "$LAZYFS_PREFIX/lib"
+  $SUDO cp -a "$src"/libs/libpcache/build/libpcache.so* "$LAZYFS_PREFIX/lib/"
+  $SUDO install -m 0755 "$src/lazyfs/build/lazyfs" "$LAZYFS_PREFIX/bin/lazyfs"
+  $SUDO touch "$stamp"
+  rm -rf "$tmp"
+}
+
 # The pg_regress tests of pg_test/sql, in the order they run.
 REGRESS_TESTS="snowflake uuidv7 uuidv7_api id_space text_forms convert public_ids security portable partitioning"
 

@@ -16,7 +16,8 @@
 #      failover on 15 and 18, a fleet, Citus; the portable edition on every version, and under
 #      pg_tle on 15 and 18). It also builds the extension for 17;
 #   5. examples/test.sh, when PG_VERSIONS has 15: Django, SQLAlchemy, psycopg 3 and node-postgres
-#      against a PostgreSQL 15 server, and the client-side decoders (docs/clients.md).
+#      against a PostgreSQL 15 server, and the client-side decoders (docs/clients.md); and the
+#      chaos proxy (chaos/proxy.py) partitioning a PostgreSQL 15 standby from its primary.
 # Every server is a private tree from scripts/setup.sh: nothing is installed into, started or
 # stopped in a system PostgreSQL.
 # Ends with "snowflake_id: N passed, N failed" and a non-zero exit on any failure.
@@ -49,6 +50,9 @@ cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1
 python3 scripts/portable-tle.py --check || static_failed=1
+# The chaos checker on hand-made histories (chaos/test_check.py) and the chaos proxy on plain
+# sockets (chaos/test_proxy.py): no PostgreSQL server, a few seconds.
+python3 -m unittest discover -s chaos -p 'test_*.py' || static_failed=1
 tally "static checks" $((1 - static_failed)) "$static_failed"
 
 for v in $PG_VERSIONS; do
@@ -92,6 +96,27 @@ if [[ " $PG_VERSIONS " == *" 15 "* ]]; then
   if [ -z "$p" ]; then p=0 f=1; fi
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   tally "client examples" "$p" "$f"
+  rm -f "$out"
+fi
+
+if [[ " $PG_VERSIONS " == *" 15 "* ]]; then
+  # The chaos proxy between a real primary and its streaming standby: a partition stops the
+  # standby, the heal catches it up (chaos/test_proxy.py, PostgresThroughProxy). As postgres, who
+  # may not read the checkout: from a copy.
+  log "chaos proxy with PostgreSQL 15"
+  dir="$SNOWFLAKE_RUN_DIR/proxy"
+  $SUDO install -d -o postgres -g postgres -m 0755 "$SNOWFLAKE_RUN_DIR"
+  $SUDO rm -rf "$dir" && $SUDO install -d -o postgres -g postgres -m 0755 "$dir"
+  $SUDO install -o postgres -g postgres -m 0644 chaos/proxy.py chaos/test_proxy.py "$dir/"
+  out="$(mktemp)"
+  rc=0
+  as_postgres env SFID_PROXY_PG_BIN="$(pg_bin 15)" SFID_PROXY_WORK="$dir" \
+    /usr/bin/python3 "$dir/test_proxy.py" -v PostgresThroughProxy 2>&1 | tee "$out" || rc=$?
+  ran="$(sed -nE 's/^Ran ([0-9]+) tests?.*/\1/p' "$out" | tail -n 1)"
+  f="$({ grep -aoE '(failures|errors)=[0-9]+' "$out" || true; } | awk -F= '{ s += $2 } END { print s + 0 }')"
+  if [ -z "$ran" ]; then ran=1 f=1; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  tally "chaos proxy with PostgreSQL 15" $((ran - f)) "$f"
   rm -f "$out"
 fi
 

@@ -12,7 +12,10 @@
 compile_error!("snowflake_id must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL errors");
 
 // The sabotaged builds exist for `make chaos` to show that its checker catches broken ids.
-#[cfg(all(not(debug_assertions), any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay")))]
+#[cfg(all(
+    not(debug_assertions),
+    any(feature = "sabotage-no-reservation", feature = "sabotage-no-replay", feature = "sabotage-no-sync")
+))]
 compile_error!("the sabotage features are for make chaos's debug builds only");
 
 mod api;
