@@ -5,8 +5,10 @@
 #
 #   pg_test/tap.sh                      # SFID_FROM="15 17" SFID_TO=18 SFID_FAILOVER="15 18" SFID_FLEET=18
 #   TAP_TESTS=t/004_fleet.pl pg_test/tap.sh   # one test
+#   TAP_JOBS=2 pg_test/tap.sh           # two tests at a time (each prints its output when it ends)
 #
-# Prints prove's summary and "TAP: N passed, N failed"; exits non-zero on any failure.
+# Prints prove's summary, the time each test took ("time: ..." lines) and "TAP: N passed, N
+# failed"; exits non-zero on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 export SFID_FROM="${SFID_FROM:-15 17}" SFID_TO="${SFID_TO:-18}" SFID_FAILOVER="${SFID_FAILOVER:-15 18}" SFID_FLEET="${SFID_FLEET:-18}"
@@ -51,12 +53,13 @@ out="$(mktemp)"
 rc=0
 as_postgres env TESTDIR="$dir" PG_REGRESS="$PG_REGRESS" SFID_FROM="$SFID_FROM" SFID_TO="$SFID_TO" \
   SFID_FAILOVER="$SFID_FAILOVER" SFID_FLEET="$SFID_FLEET" SFID_CITUS="$SFID_CITUS" SFID_PORTABLE="$SFID_PORTABLE" SFID_TLE="$SFID_TLE" SFID_PG_TLE="$SFID_PG_TLE" SFID_PARTMAN="$SFID_PARTMAN" SFID_PG_PARTMAN="$SFID_PG_PARTMAN" $(env | grep -o '^SFID_PG[0-9]*=[^ ]*') \
-  bash -c "cd '$dir' && prove -v -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
+  bash -c "cd '$dir' && prove -v -j '${TAP_JOBS:-1}' -I '$perl_lib' -I '$dir' ${TAP_TESTS:-t/*.pl}" 2>&1 | tee "$out" || rc=$?
 passed="$(grep -cE '^ok [0-9]+' "$out" || true)" failed="$(grep -cE '^not ok [0-9]+' "$out" || true)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # a test died before its plan ended
 if [ "$rc" -ne 0 ]; then
   for f in "$dir"/tmp_check/log/*.log; do echo "--- $f"; tail -n 30 "$f"; done
 fi
+sed -n 's/^# \(time: .*\)/\1/p' "$out"
 rm -f "$out"
 echo "TAP: $passed passed, $failed failed"
 [ "$rc" -eq 0 ]
