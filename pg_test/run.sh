@@ -21,6 +21,9 @@ OUT="$SNOWFLAKE_RUN_DIR/$NAME-results"
 rm -rf "$OUT" && mkdir -p "$OUT"
 PASSED=0 FAILED=0
 FAILURES=()
+# The time each suite took, printed at the end as "time: ..." lines (scripts/test.sh gathers them).
+TIMES=() SUITE_STARTED=$SECONDS
+timed() { TIMES+=("time: pg_test $V $1: $((SECONDS - SUITE_STARTED))s"); SUITE_STARTED=$SECONDS; }
 
 pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
 fail() { FAILED=$((FAILED + 1)); FAILURES+=("$*"); echo "not ok - $*"; }
@@ -92,11 +95,13 @@ if want regress; then
   # public_ids rewrites the key file with COPY, which keeps the mode of a file that exists.
   as_postgres install -m 0600 /dev/null "$DATA/snowflake_id.keys"
   for t in $REGRESS_TESTS; do regress "$t"; done
+  timed regress
 fi
 
 if want upgrade; then
   log "extension upgrades on PostgreSQL $V"
   source "$REPO_ROOT/pg_test/upgrade.sh"
+  timed upgrade
 fi
 
 psql -X -q -c "CREATE DATABASE sfid_cluster" >/dev/null
@@ -104,9 +109,10 @@ q -c "CREATE EXTENSION snowflake_id" -c "DO \$\$ BEGIN CREATE ROLE sf_plain LOGI
 if want cluster; then
   log "cluster tests on PostgreSQL $V"
   source "$REPO_ROOT/pg_test/cluster.sh"
+  timed cluster
 fi
-if want faults; then source "$REPO_ROOT/pg_test/faults.sh"; fi
-if want hardening; then source "$REPO_ROOT/pg_test/hardening.sh"; fi
+if want faults; then source "$REPO_ROOT/pg_test/faults.sh"; timed faults; fi
+if want hardening; then source "$REPO_ROOT/pg_test/hardening.sh"; timed hardening; fi
 
 if want not_preloaded; then
 log "without shared_preload_libraries"
@@ -123,9 +129,11 @@ check "not preloaded: the readers use the configured epoch, whatever the session
        -c "SELECT layout || '|' || epoch FROM snowflake_layout()" 2>&1 | tail -n 1)"
 as_postgres sed -i "/^snowflake_id.epoch = '2024-01-01 00:00:00+00'/d" "$conf"
 echo "shared_preload_libraries = 'snowflake_id'" | as_postgres tee -a "$conf" >/dev/null
+timed not_preloaded
 fi
 
 echo
+printf '%s\n' "${TIMES[@]}"
 echo "PostgreSQL $V: $PASSED passed, $FAILED failed"
 for f in "${FAILURES[@]}"; do echo "  FAILED: $f"; done
 [ "$FAILED" -eq 0 ]

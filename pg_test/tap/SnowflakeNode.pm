@@ -13,6 +13,11 @@ use Exporter 'import';
 
 our @EXPORT = qw(sfid_node install_path start_insert_load finish_loads start_with_clock set_clock clock_file);
 
+# How long the test took, as a line pg_test/tap.sh and scripts/test.sh gather into their time
+# summaries (a diag: PostgreSQL::Test::Utils sends STDERR itself to the test's log).
+my $started = time;
+END { Test::More->builder->diag(sprintf('time: TAP %s: %ds', ($0 =~ s{.*/}{}r), time - $started)); }
+
 sub install_path
 {
 	my ($major) = @_;

@@ -1,5 +1,5 @@
-# The fleet check against a role that is not a superuser, and against a hostile peer
-# (PostgreSQL $ENV{SFID_FLEET}, default 18).
+# The fleet check against a role that is not a superuser, and against a hostile peer (each major
+# in $ENV{SFID_FLEET}, default 18).
 # 1. A grantee of snowflake_fleet_check (a pg_monitor member) may not borrow the server's
 #    credentials: a passfile the server can read, holding a superuser's password, is refused
 #    before any connection (42501), as is a string with no password (2F003); with its own
@@ -21,30 +21,8 @@ use POSIX ();
 use Socket qw(SOCK_STREAM);
 use SnowflakeNode;
 
-my $major = $ENV{SFID_FLEET} // '18';
-my $node = sfid_node("fleet_security", $major, "snowflake_id.shards = '0-7'");
-# A superuser whose password the server's user keeps in a file, and that logs in with it.
-$node->append_conf('pg_hba.conf', '');
-my $hba = $node->data_dir . '/pg_hba.conf';
-my $rules = slurp_file($hba);
-open(my $fh, '>', $hba) or die;
-print $fh "local all regress_admin scram-sha-256\nlocal all regress_monitor_peer scram-sha-256\n$rules";
-close $fh;
-$node->start;
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION snowflake_id;
-	SET password_encryption = 'scram-sha-256';
-	CREATE ROLE regress_admin SUPERUSER LOGIN PASSWORD 'admin-secret';
-	CREATE ROLE regress_monitor_peer LOGIN PASSWORD 'peer-secret';
-	CREATE ROLE regress_monitor LOGIN IN ROLE pg_monitor;
-	GRANT EXECUTE ON FUNCTION snowflake_fleet_check(text[], interval, interval) TO regress_monitor;
-});
-my $tmp = PostgreSQL::Test::Utils::tempdir;
-my $passfile = "$tmp/pgpass";
-append_to_file($passfile, "*:*:*:regress_admin:admin-secret\n");
-chmod 0600, $passfile;
-my $peer = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
-
+# The node of the major under test, and what the grantee is given.
+my ($node, $peer, $passfile, $tmp);
 # What the grantee gets for a list of peers: the error's SQLSTATE, or the reachability rows.
 sub check_as_monitor
 {
@@ -54,38 +32,6 @@ sub check_as_monitor
 		extra_params => [ '-U', 'regress_monitor' ]);
 	return $err =~ /ERROR:\s+(\w{5}):/ ? "error $1" : $out;
 }
-
-is(check_as_monitor("$peer user=regress_admin passfile=$passfile"), 'error 42501',
-	'a grantee cannot borrow a password from a file the server reads (passfile)');
-is(check_as_monitor("$peer user=regress_admin password=x passfile=$passfile"), 'error 42501',
-	'passfile is refused even beside a password');
-is(check_as_monitor("$peer user=regress_admin"), 'error 2F003', 'a grantee must bring a password');
-for my $keyword ('service=x', "servicefile=$tmp/none", "sslkey=$tmp/none", "sslcert=$tmp/none",
-	"sslrootcert=$tmp/none", "sslcrl=$tmp/none")
-{
-	# (A libpq that does not know a keyword refuses the string itself: 22023.)
-	like(check_as_monitor("$peer user=regress_admin password=x $keyword"), qr/^error (42501|22023)$/,
-		"a grantee may not use $keyword");
-}
-like(check_as_monitor("$peer user=regress_monitor_peer password=peer-secret"), qr/reachable:t/,
-	'with a password of its own, which the peer asks for, a grantee reaches the peer');
-like(check_as_monitor("$peer user=regress_monitor_peer password=wrong"), qr/reachable:f/,
-	'a wrong password reaches nobody');
-# Trust authentication never asked for the password: refused after connecting, or by require_auth.
-like(check_as_monitor("$peer user=postgres password=x"), qr/reachable:f/,
-	'a peer that does not ask for the password is not reached');
-is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id fleet check'"),
-	'0', 'no connection is left open');
-
-# A superuser may use the server's files; the server's switch stops everyone.
-like($node->safe_psql('postgres', "SELECT string_agg(\"check\" || ':' || ok, ' ') FROM snowflake_fleet_check(ARRAY[\$\$$peer user=regress_admin passfile=$passfile\$\$]) WHERE peer <> '(this server)'"),
-	qr/reachable:t/, 'a superuser may connect with the server\'s passfile');
-$node->append_conf('postgresql.conf', 'snowflake_id.fleet_connections = off');
-$node->reload;
-my ($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT * FROM snowflake_fleet_check(ARRAY[\$\$$peer\$\$])");
-like($err, qr/ERROR:\s+55000: snowflake_fleet_check cannot connect/, 'fleet_connections = off refuses a superuser too');
-$node->append_conf('postgresql.conf', 'snowflake_id.fleet_connections = on');
-$node->reload;
 
 # A hostile peer: a Unix socket that speaks just enough of the protocol to accept a connection,
 # then answers the first query with FLOOD (rows of 1 MiB, or one row announced as 1 GiB).
@@ -130,26 +76,86 @@ sub fake_peer
 }
 
 my $port = 40000 + ($$ % 1000);
-for my $flood ('rows', 'announced')
+
+for my $major (split ' ', ($ENV{SFID_FLEET} // '18'))
 {
-	$port++;
-	my $pid = fake_peer($port, $flood);
-	my $session = $node->background_psql('postgres');
-	my $backend = $session->query_safe('SELECT pg_backend_pid()');
-	my $peak = sub { my ($kb) = slurp_file("/proc/$backend/status") =~ /VmHWM:\s+(\d+) kB/; return $kb; };
-	# libpq and the libraries it needs are loaded by the first check: load them before measuring.
-	$session->query_safe("SELECT count(*) FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1'])");
-	my $before = $peak->();
-	my $rows = $session->query_safe(
-		"SELECT string_agg(\"check\" || ':' || ok || ':' || detail, ' ') FROM snowflake_fleet_check(ARRAY['host=$sockdir port=$port'], timeout => '20 s') WHERE peer <> '(this server)'");
-	diag("$flood: $rows");
-	my $grew_mib = ($peak->() - $before) / 1024;
-	ok($grew_mib < 8, "a peer flooding the answer ($flood) leaves the backend's peak memory within 8 MiB (it grew $grew_mib MiB)");
-	like($rows, qr/reachable:f/, "the flooding peer ($flood) is reported as not reached");
-	$session->quit;
-	kill 'KILL', $pid;
-	waitpid($pid, 0);
+	$node = sfid_node("fleet_security$major", $major, "snowflake_id.shards = '0-7'");
+	# A superuser whose password the server's user keeps in a file, and that logs in with it.
+	$node->append_conf('pg_hba.conf', '');
+	my $hba = $node->data_dir . '/pg_hba.conf';
+	my $rules = slurp_file($hba);
+	open(my $fh, '>', $hba) or die;
+	print $fh "local all regress_admin scram-sha-256\nlocal all regress_monitor_peer scram-sha-256\n$rules";
+	close $fh;
+	$node->start;
+	$node->safe_psql('postgres', q{
+		CREATE EXTENSION snowflake_id;
+		SET password_encryption = 'scram-sha-256';
+		CREATE ROLE regress_admin SUPERUSER LOGIN PASSWORD 'admin-secret';
+		CREATE ROLE regress_monitor_peer LOGIN PASSWORD 'peer-secret';
+		CREATE ROLE regress_monitor LOGIN IN ROLE pg_monitor;
+		GRANT EXECUTE ON FUNCTION snowflake_fleet_check(text[], interval, interval) TO regress_monitor;
+	});
+	$tmp = PostgreSQL::Test::Utils::tempdir;
+	$passfile = "$tmp/pgpass";
+	append_to_file($passfile, "*:*:*:regress_admin:admin-secret\n");
+	chmod 0600, $passfile;
+	$peer = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+
+	is(check_as_monitor("$peer user=regress_admin passfile=$passfile"), 'error 42501',
+		"PostgreSQL $major: a grantee cannot borrow a password from a file the server reads (passfile)");
+	is(check_as_monitor("$peer user=regress_admin password=x passfile=$passfile"), 'error 42501',
+		"PostgreSQL $major: passfile is refused even beside a password");
+	is(check_as_monitor("$peer user=regress_admin"), 'error 2F003', "PostgreSQL $major: a grantee must bring a password");
+	for my $keyword ('service=x', "servicefile=$tmp/none", "sslkey=$tmp/none", "sslcert=$tmp/none",
+		"sslrootcert=$tmp/none", "sslcrl=$tmp/none")
+	{
+		# (A libpq that does not know a keyword refuses the string itself: 22023.)
+		like(check_as_monitor("$peer user=regress_admin password=x $keyword"), qr/^error (42501|22023)$/,
+			"PostgreSQL $major: a grantee may not use $keyword");
+	}
+	like(check_as_monitor("$peer user=regress_monitor_peer password=peer-secret"), qr/reachable:t/,
+		"PostgreSQL $major: with a password of its own, which the peer asks for, a grantee reaches the peer");
+	like(check_as_monitor("$peer user=regress_monitor_peer password=wrong"), qr/reachable:f/,
+		"PostgreSQL $major: a wrong password reaches nobody");
+	# Trust authentication never asked for the password: refused after connecting, or by require_auth.
+	like(check_as_monitor("$peer user=postgres password=x"), qr/reachable:f/,
+		"PostgreSQL $major: a peer that does not ask for the password is not reached");
+	is( $node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'snowflake_id fleet check'"),
+		'0', "PostgreSQL $major: no connection is left open");
+
+	# A superuser may use the server's files; the server's switch stops everyone.
+	like($node->safe_psql('postgres', "SELECT string_agg(\"check\" || ':' || ok, ' ') FROM snowflake_fleet_check(ARRAY[\$\$$peer user=regress_admin passfile=$passfile\$\$]) WHERE peer <> '(this server)'"),
+		qr/reachable:t/, "PostgreSQL $major: a superuser may connect with the server's passfile");
+	$node->append_conf('postgresql.conf', 'snowflake_id.fleet_connections = off');
+	$node->reload;
+	my ($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT * FROM snowflake_fleet_check(ARRAY[\$\$$peer\$\$])");
+	like($err, qr/ERROR:\s+55000: snowflake_fleet_check cannot connect/, "PostgreSQL $major: fleet_connections = off refuses a superuser too");
+	$node->append_conf('postgresql.conf', 'snowflake_id.fleet_connections = on');
+	$node->reload;
+
+	for my $flood ('rows', 'announced')
+	{
+		$port++;
+		my $pid = fake_peer($port, $flood);
+		my $session = $node->background_psql('postgres');
+		my $backend = $session->query_safe('SELECT pg_backend_pid()');
+		my $peak = sub { my ($kb) = slurp_file("/proc/$backend/status") =~ /VmHWM:\s+(\d+) kB/; return $kb; };
+		# libpq and the libraries it needs are loaded by the first check: load them before measuring.
+		$session->query_safe("SELECT count(*) FROM snowflake_fleet_check(ARRAY['host=/nonexistent port=1'])");
+		my $before = $peak->();
+		my $rows = $session->query_safe(
+			"SELECT string_agg(\"check\" || ':' || ok || ':' || detail, ' ') FROM snowflake_fleet_check(ARRAY['host=$sockdir port=$port'], timeout => '20 s') WHERE peer <> '(this server)'");
+		diag("$flood: $rows");
+		my $grew_mib = ($peak->() - $before) / 1024;
+		ok($grew_mib < 8, "PostgreSQL $major: a peer flooding the answer ($flood) leaves the backend's peak memory within 8 MiB (it grew $grew_mib MiB)");
+		like($rows, qr/reachable:f/, "PostgreSQL $major: the flooding peer ($flood) is reported as not reached");
+		$session->quit;
+		kill 'KILL', $pid;
+		waitpid($pid, 0);
+	}
+
+	$node->stop;
 }
 
-$node->stop;
 done_testing();
