@@ -1,9 +1,10 @@
 # Synchronous replication covers the ids handed out before any commit (PostgreSQL 15+, each major
 # in $ENV{SFID_FAILOVER}; on 14, which has no WAL record of the reservation to wait for, only that
 # ids keep coming while the synchronous standby receives nothing, as docs/operations.md says, and
-# the rest is skipped: a promoted standby there takes snowflake_id_advance, t/002). An autocommit SELECT snowflake_next() has no transaction id and never
-# waits for a standby, so the reservation itself must: where synchronous_standby_names names the
-# standby, no id is handed out past a reservation the standby has flushed.
+# the rest is skipped: a promoted standby there takes snowflake_id_advance, t/002). An autocommit
+# SELECT snowflake_next() has no transaction id and never waits for a standby, so the reservation
+# itself must: where synchronous_standby_names names the standby, no id is handed out past a
+# reservation the standby has flushed.
 #
 # The standby's walreceiver is frozen (SIGSTOP): a call that takes ids past the reservation in
 # force waits for it, seen as IPC/SyncRep in pg_stat_activity, and a cancel ends the wait with
