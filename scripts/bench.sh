@@ -10,13 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 V="${PG:-15}" NAME="bench$V" PORT="$((5450 + ${PG:-15}))"
 PG_VERSIONS="$V" bash "$REPO_ROOT/scripts/setup.sh"
-# The charts need matplotlib: in a virtual environment of the benchmark's own, never in the
-# system's Python (PEP 668).
-venv="$SNOWFLAKE_PG_ROOT/bench-venv"
-if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
-  log "installing matplotlib into $venv"
-  $SUDO python3 -m venv "$venv" && $SUDO "$venv/bin/pip" install --quiet matplotlib
-fi
+# The charts need matplotlib.
+python="$(plot_python)" || die "make bench needs matplotlib for its charts (pip install failed)"
 install_extension "$V" release
 log "starting a throwaway PostgreSQL $V cluster for the benchmark (fsync and synchronous_commit on)"
 CLUSTER_CONF="fsync = on
@@ -31,4 +26,4 @@ cluster_env "$V" "$NAME" "$PORT"
 # A key for the public forms, for this throwaway cluster only.
 as_postgres bash -c "umask 077 && printf '1 %s encode\n' \"\$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')\" > '$SNOWFLAKE_RUN_DIR/$NAME/data/snowflake_id.keys'"
 # shellcheck disable=SC2086
-SNOWFLAKE_SOURCE_STAMP="$(source_stamp)" "$venv/bin/python" "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}
+SNOWFLAKE_SOURCE_STAMP="$(source_stamp)" "$python" "$REPO_ROOT/bench/bench.py" --pg-major "$V" ${BENCH_ARGS:-}

@@ -35,6 +35,19 @@ need_debian_packages() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# plot_python: prints the path of a Python with matplotlib, for the charts of make bench and
+# make chaos: a virtual environment of the project's own under SNOWFLAKE_PG_ROOT, never the
+# system's Python (PEP 668).
+plot_python() {
+  local venv="$SNOWFLAKE_PG_ROOT/bench-venv"
+  if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+    need_debian_packages python3-venv
+    log "installing matplotlib into $venv"
+    { $SUDO python3 -m venv "$venv" && $SUDO "$venv/bin/pip" install --quiet matplotlib; } >&2 || return 1
+  fi
+  echo "$venv/bin/python"
+}
+
 # The test scripts' tally: pass, fail, and check NAME EXPECTED GOT.
 PASSED=0 FAILED=0
 pass() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
