@@ -8,7 +8,7 @@
 #   SABOTAGE=no-replay make chaos               # broken only where a standby is promoted
 #   SABOTAGE=no-sync make chaos                 # broken only where the power goes (MODE=async)
 #
-# Writes target/chaos/report.json and report.md, and copies the acknowledged ids (acked/), the
+# Writes target/chaos/report.json, report.md and timeline.png, and copies the acknowledged ids (acked/), the
 # clients' errors, the fault log and every server's log under target/chaos/. Exits 0 only when
 # the run holds. The servers listen on the ports after CHAOS_PORT (5600). PostgreSQL 15 (PG= for
 # another major, 15 or later: failover needs the WAL records of 15+). Every data directory lies on
@@ -72,5 +72,11 @@ cp "$work/topology.json" "$out/"
 cp -r "$work/final" "$out/"
 check_rc=0
 /usr/bin/python3 "$REPO_ROOT/chaos/check.py" "$out" "$out" || check_rc=$?
+# The run at a glance (chaos/timeline.py): drawn whatever the verdict, and never part of it.
+if python="$(plot_python)" && "$python" "$REPO_ROOT/chaos/timeline.py" "$out" "$out/timeline.png"; then
+  log "chaos: the run's timeline is $out/timeline.png"
+else
+  log "chaos: no timeline.png (drawing it failed; the verdict above stands)"
+fi
 [ -n "$SABOTAGE" ] && $SUDO rm -rf "$tree"
 exit "$check_rc"

@@ -76,8 +76,8 @@ cargo clippy --quiet --all-targets -- -D warnings || static_failed=1
 python3 scripts/check-release.py || static_failed=1
 python3 scripts/check-errors.py || static_failed=1
 python3 scripts/portable-tle.py --check || static_failed=1
-# The chaos checker on hand-made histories (chaos/test_check.py) and the chaos proxy on plain
-# sockets (chaos/test_proxy.py): no PostgreSQL server, a few seconds.
+# The chaos checker and timeline on hand-made histories (chaos/test_check.py, test_timeline.py)
+# and the chaos proxy on plain sockets (chaos/test_proxy.py): no PostgreSQL server, a few seconds.
 python3 -m unittest discover -s chaos -p 'test_*.py' || static_failed=1
 tally "static checks" $((1 - static_failed)) "$static_failed"
 note_time "static checks" $((SECONDS - started))
