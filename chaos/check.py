@@ -24,7 +24,7 @@ With synchronous replication every count must be 0. With asynchronous replicatio
 failover away from its primary lost is excused when the standby may not have had its commit: the
 standby's WAL position, sampled before the kill, is at or below an upper bound of the commit's
 position (the next statement's insert position on the same connection and server; none known,
-no bound). A copy of an id is excused as re-minted only when the copy before it was lost so
+no bound). A failover whose standby position the harness could not sample excuses nothing. A copy of an id is excused as re-minted only when the copy before it was lost so
 excused and the new copy came from the standby that failover promoted.
 
 Liveness: after the nemesis the harness heals the fleet (topology.json: healed_ns, and each
@@ -156,12 +156,13 @@ def judge(topo, acked, rows, faults, errors):
 
     def may_be_unreplicated(a):
         """The failover away from a's server may have lost what made a's id durable: its
-        standby's position sampled before the kill lies at or below a's bound."""
+        standby's position sampled before the kill lies at or below a's bound. Without a sample
+        nothing bounds the loss, and nothing is excused."""
         f = failover_of.get(a.server)
         if f is None or mode != "async":
             return None
         standby = parse_lsn(f.get("standby_flush_lsn"))
-        if standby is not None and bounds.get(a.token, math.inf) <= standby:
+        if standby is None or bounds.get(a.token, math.inf) <= standby:
             return None
         return f
 

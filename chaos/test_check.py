@@ -45,7 +45,8 @@ class History:
 
     def failover(self, at_s, server, promoted, standby_flush_lsn, lineage="a", kind="failover"):
         self.faults.append({"at_ns": int(at_s * S), "kind": kind, "lineage": lineage, "server": server,
-                            "promoted": promoted, "standby_flush_lsn": f"0/{standby_flush_lsn:X}",
+                            "promoted": promoted,
+                            "standby_flush_lsn": None if standby_flush_lsn is None else f"0/{standby_flush_lsn:X}",
                             "primary_flush_lsn": None, "replay_lag_ms": 0.0})
 
     def judge(self):
@@ -143,6 +144,13 @@ class AsyncFailoverWindow(unittest.TestCase):
         self.assertEqual(r["duplicates"]["snowflake"], 0)
         self.assertEqual(r["order_violations"], 0)
         self.assertTrue(r["holds"], r)
+
+    def test_a_failover_without_a_standby_sample_excuses_nothing(self):
+        # The harness could not read the standby's position before the kill: no loss is bounded.
+        r = self.history(standby_flush_lsn=None)
+        self.assertEqual((r["lost_acknowledged"], r["lost_unexplained"], r["re_minted"]), (2, 2, 0))
+        self.assertEqual(r["duplicates"]["snowflake"], 1)
+        self.assertEqual(r["safety"], "VIOLATED")
 
     def test_re_mint_outside_the_lsn_window_is_a_violation(self):
         r = self.history(standby_flush_lsn=0x200)  # the standby had everything up to A's commit
