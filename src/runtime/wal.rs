@@ -205,6 +205,12 @@ mod imp {
         crate::runtime::clock::wait_on_latch_as(ms, pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP);
     }
 
+    /// The flags of `WalSndCtl->sync_standbys_status` (walsender_private.h), spelled out here so
+    /// that a build against the headers of a minor release before them compiles and still reads
+    /// a server of a later one.
+    const SYNC_STANDBY_INIT: u8 = 1 << 0;
+    const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
+
     /// `SyncRepLock`'s place in `MainLWLockArray`.
     const SYNC_REP_LOCK: usize = 32;
 
@@ -222,10 +228,10 @@ mod imp {
         };
         if !flags {
             Some(byte != 0)
-        } else if u32::from(byte) & pg_sys::SYNC_STANDBY_INIT == 0 {
+        } else if byte & SYNC_STANDBY_INIT == 0 {
             None
         } else {
-            Some(u32::from(byte) & pg_sys::SYNC_STANDBY_DEFINED != 0)
+            Some(byte & SYNC_STANDBY_DEFINED != 0)
         }
     }
 
