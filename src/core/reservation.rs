@@ -231,11 +231,13 @@ impl Reservation {
 /// (the margin is [`REFRESH_MARGIN_MS`] plus the lag), and reaches twice the lag further
 /// ([`RESERVE_AHEAD_MS`] plus twice the lag): under a steady lag, the reservation in force still
 /// covers the clock, by [`REFRESH_MARGIN_MS`], when the standbys answer, so no call waits; and
-/// renewals come every [`REFRESH_MARGIN_MS`] plus the lag, so that at most one is on its way at a
-/// time. A reservation never reaches more than `cap_ms` past the clock (nor less than
-/// [`RESERVE_AHEAD_MS`]), so that the generators a restart starts at it wait at most that long
-/// for the clock; a lag too long for the cap makes calls wait, as commits do, but never stops
-/// them while the standbys answer within it.
+/// renewals come every [`REFRESH_MARGIN_MS`] plus the lag, so that below the cap at most one is
+/// on its way at a time (at the cap, renewals come [`REFRESH_MARGIN_MS`] apart and two may
+/// travel). A reservation never reaches more than `cap_ms` past the word, or the clock if that is
+/// later (nor less than [`RESERVE_AHEAD_MS`]); a word minted ahead of the clock under the lead
+/// adds that lead. The generators a restart starts at it wait for the clock; a lag too long for
+/// the cap makes calls wait, as commits do, but never stops them while the standbys answer
+/// within it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reach {
     /// How far past the word (or the clock, if later) a renewal reaches.
