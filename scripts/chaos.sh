@@ -8,9 +8,9 @@
 #   SABOTAGE=no-replay make chaos               # broken only where a standby is promoted
 #   SABOTAGE=no-sync make chaos                 # broken only where the power goes (MODE=async)
 #
-# Writes target/chaos/report.json, report.md and timeline.png, and copies the acknowledged ids (acked/), the
-# clients' errors, the fault log and every server's log under target/chaos/. Exits 0 only when
-# the run holds. The servers listen on the ports after CHAOS_PORT (5600). PostgreSQL 15 (PG= for
+# Writes target/chaos/report.json, report.md and timeline.png, and copies the acknowledged ids
+# (acked/), the clients' errors, the fault log and every server's log under target/chaos/. Exits 0
+# only when the run holds. The servers listen on the ports after CHAOS_PORT (5600). PostgreSQL 15 (PG= for
 # another major, 15 or later: failover needs the WAL records of 15+). Every data directory lies on
 # a LazyFS mount (built once into /opt/lazyfs from the vendored tarball, see scripts/lib.sh), so
 # that a power loss drops what was not fsynced.
