@@ -108,7 +108,8 @@ def draw(data, title, out_png):
     stall.set_ylabel("slowest acknowledgement (ms)")
     stall.set_xlabel("seconds since the run began")
     kinds = sorted({k for _, _, k, _ in data["faults"] if k not in check.NOT_FAULTS})
-    colours = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(kinds)}
+    # Not tab10, whose first colours the lineages take.
+    colours = {k: plt.get_cmap("tab20b")((3 * i) % 20) for i, k in enumerate(kinds)}
     seen = set()
     for start, end, kind, lineage in data["faults"]:
         for ax in (rate, errs, stall):
