@@ -24,8 +24,10 @@ With synchronous replication every count must be 0. With asynchronous replicatio
 failover away from its primary lost is excused when the standby may not have had its commit: the
 standby's WAL position, sampled before the kill, is at or below an upper bound of the commit's
 position (the next statement's insert position on the same connection and server; none known,
-no bound). A failover whose standby position the harness could not sample excuses nothing. A copy of an id is excused as re-minted only when the copy before it was lost so
-excused and the new copy came from the standby that failover promoted.
+no bound), and the request was sent before the failover. A failover whose standby position the
+harness could not sample excuses nothing. A copy of an id is excused as re-minted only when the
+copy before it was lost so excused and the new copy came from the standby that failover promoted,
+in a request sent after the failover.
 
 Liveness: after the nemesis the harness heals the fleet (topology.json: healed_ns, and each
 lineage's clock debt: how far its primary's clock lay behind the ids it may hold). Every lineage
@@ -155,11 +157,11 @@ def judge(topo, acked, rows, faults, errors):
     bounds = commit_bounds(acked)
 
     def may_be_unreplicated(a):
-        """The failover away from a's server may have lost what made a's id durable: its
-        standby's position sampled before the kill lies at or below a's bound. Without a sample
-        nothing bounds the loss, and nothing is excused."""
+        """The failover away from a's server may have lost what made a's id durable: a was sent
+        before that failover, and its standby's position sampled before the kill lies at or
+        below a's bound. Without a sample nothing bounds the loss, and nothing is excused."""
         f = failover_of.get(a.server)
-        if f is None or mode != "async":
+        if f is None or mode != "async" or a.sent >= f["at_ns"]:
             return None
         standby = parse_lsn(f.get("standby_flush_lsn"))
         if standby is None or bounds.get(a.token, math.inf) <= standby:
@@ -207,9 +209,10 @@ def judge(topo, acked, rows, faults, errors):
         if len(by_token) < 2:
             continue
         ordered = sorted(by_token.items(), key=lambda t: (t[1][0], t[0]))
-        for (old_token, (_, _, old_lineage)), (new_token, (_, new_server, new_lineage)) in zip(ordered, ordered[1:]):
+        for (old_token, (_, _, old_lineage)), (new_token, (new_sent, new_server, new_lineage)) in zip(ordered, ordered[1:]):
             f = excused_copy.get(old_token)
-            if f is not None and new_server == f.get("promoted") and new_lineage == old_lineage:
+            if (f is not None and new_server == f.get("promoted") and new_lineage == old_lineage
+                    and f["at_ns"] <= new_sent):
                 re_minted[kind] += 1
             else:
                 duplicates[kind] += 1

@@ -166,6 +166,31 @@ class AsyncFailoverWindow(unittest.TestCase):
         self.assertEqual(r["duplicates"]["snowflake"], 1)
         self.assertFalse(r["holds"])
 
+    def test_a_request_sent_after_the_failover_is_never_excused(self):
+        # The fault log says a1 was gone at 2 s; an acknowledgement from a1 of a request sent
+        # later contradicts it, and no failover excuses its loss.
+        h = History("async")
+        h.ack(1, sf(1000), stored=False, lsn=0x100)
+        h.ack(2.5, sf(1001), stored=False, lsn=0x200)
+        h.failover(2, "a1", "a2", standby_flush_lsn=0x50)
+        h.recovered()
+        r = h.judge()
+        self.assertEqual((r["lost_acknowledged"], r["lost_unexplained"]), (2, 1))
+        self.assertFalse(r["holds"])
+
+    def test_a_copy_sent_before_the_failover_is_no_re_mint(self):
+        # The promoted server's copy was asked for before the failover that would excuse it.
+        h = History("async")
+        h.ack(1, sf(1000), stored=False, lsn=0x100)
+        h.ack(1.5, sf(1001), stored=False, lsn=0x200)
+        h.ack(1.7, sf(1000), server="a2", lsn=0x300, client="c1")
+        h.failover(2, "a1", "a2", standby_flush_lsn=0x150)
+        h.recovered()
+        r = h.judge()
+        self.assertEqual(r["re_minted"], 0)
+        self.assertEqual(r["duplicates"]["snowflake"], 1)
+        self.assertFalse(r["holds"])
+
     def test_last_statement_before_the_kill_has_no_bound(self):
         # No later statement on a1: A's commit may lie anywhere before the kill.
         h = History("async")
