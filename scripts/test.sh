@@ -114,9 +114,12 @@ if [ "$tap" = yes ]; then
   tap_out="$(mktemp)"
   tap_started=$SECONDS
   # Two tests at a time: most of their time is spent waiting for clocks, timeouts and replicas.
+  # In a session of their own, which goes with this script however it ends (an error, Ctrl-C,
+  # which a background job does not receive): the TAP tests stop their clusters on SIGTERM.
   SFID_FROM="${older% }" SFID_TO="$newest" SFID_FAILOVER="$PG_VERSIONS" SFID_FLEET="$PG_VERSIONS" SFID_PORTABLE="$PG_VERSIONS" \
-    TAP_JOBS="${TAP_JOBS:-2}" bash pg_test/tap.sh >"$tap_out" 2>&1 &
+    TAP_JOBS="${TAP_JOBS:-2}" setsid bash pg_test/tap.sh >"$tap_out" 2>&1 &
   tap_pid=$!
+  trap 'kill -TERM -- -"$tap_pid" 2>/dev/null || true' EXIT
 fi
 
 for v in $PG_VERSIONS; do
