@@ -784,17 +784,20 @@ class Harness:
             proxy.heal()
 
     def change_shards(self, lineage):
-        """A SIGHUP that changes the primary's shard list, within its lineage's own (disjoint)
-        set and always keeping the first shard (the burst client's): the generators of the
-        shards dropped stop, those added go on from their own words."""
-        p = lineage.primary
+        """A SIGHUP that changes the shard list of the primary and of its standby, as an operator
+        changes a fleet's, within the lineage's own (disjoint) set and always keeping the first
+        shard (the burst client's): the generators of the shards dropped stop, those added go on
+        from their own words, and a standby promoted later mints from its new list."""
+        p, s = lineage.primary, lineage.standby
         lo, hi = (int(x) for x in LINEAGES[lineage.name].split("-"))
         choices = [f"{lo}", f"{lo}-{lo + 1}", f"{lo},{hi}", f"{lo}-{hi}"]
         shards = self.rng.choice([c for c in choices if c != getattr(p, "shards", LINEAGES[lineage.name])])
-        p.append_conf(f"snowflake_id.shards = '{shards}'\n")
-        p.sql("SELECT pg_reload_conf()", db="postgres")
-        p.shards = shards
-        self.log_fault("shards", lineage.name, p.name, shards=shards)
+        for server in (p, s):
+            if server is not None:
+                server.append_conf(f"snowflake_id.shards = '{shards}'\n")
+                server.sql("SELECT pg_reload_conf()", db="postgres")
+                server.shards = shards
+        self.log_fault("shards", lineage.name, p.name, shards=shards, standby=s.name if s else None)
 
     def migrate(self, lineage):
         """Dump the lineage's database and restore it into a fresh server whose clock is behind;
