@@ -823,8 +823,17 @@ impl ReservationLock {
     /// is published as soon as they have it.
     pub fn push_pending(&self, r: PendingRenewal) {
         let Ok(seg) = segment() else { return };
-        let pending = &seg.header().pending;
-        let p = if pending[0].until.load(Ordering::Acquire) == i64::MIN { &pending[0] } else { &pending[1] };
+        let h = seg.header();
+        let pending = &h.pending;
+        let p = if pending[0].until.load(Ordering::Acquire) == i64::MIN {
+            &pending[0]
+        } else {
+            if pending[1].until.load(Ordering::Acquire) != i64::MIN {
+                // The newer one was written too, and is replaced unpublished: count its write.
+                h.reservation_writes.fetch_add(1, Ordering::Relaxed);
+            }
+            &pending[1]
+        };
         p.written_at.store(r.written_at, Ordering::Relaxed);
         p.lsn.store(r.lsn, Ordering::Relaxed);
         p.seen_unflushed_at.store(r.written_at, Ordering::Relaxed);
