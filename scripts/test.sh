@@ -115,7 +115,8 @@ if [ "$tap" = yes ]; then
   tap_started=$SECONDS
   # Two tests at a time: most of their time is spent waiting for clocks, timeouts and replicas.
   # In a session of their own, which goes with this script however it ends (an error, Ctrl-C,
-  # which a background job does not receive): the TAP tests stop their clusters on SIGTERM.
+  # which a background job does not receive): on SIGTERM the TAP tests stop their clusters
+  # (pg_test/tap/SnowflakeNode.pm).
   SFID_FROM="${older% }" SFID_TO="$newest" SFID_FAILOVER="$PG_VERSIONS" SFID_FLEET="$PG_VERSIONS" SFID_PORTABLE="$PG_VERSIONS" \
     TAP_JOBS="${TAP_JOBS:-2}" setsid bash pg_test/tap.sh >"$tap_out" 2>&1 &
   tap_pid=$!
@@ -171,6 +172,7 @@ if [ "$tap" = yes ]; then
   log "multi-node tests (PostgreSQL's TAP framework): waiting for them"
   rc=0
   wait "$tap_pid" || rc=$?
+  trap - EXIT # its pid is free again: never signal whoever takes it next
   cat "$tap_out"
   tally_output "TAP multi-node tests" "$tap_out" '^TAP: [0-9]+ passed, [0-9]+ failed' "$rc"
   note_time "TAP multi-node tests (in the background)" $((SECONDS - tap_started))

@@ -18,6 +18,11 @@ our @EXPORT = qw(sfid_node install_path start_insert_load finish_loads start_wit
 my $started = time;
 END { Test::More->builder->diag(sprintf('time: TAP %s: %ds', ($0 =~ s{.*/}{}r), time - $started)); }
 
+# A test ended by a signal (make test's exit sends SIGTERM to the TAP job; Ctrl-C) dies instead,
+# so that PostgreSQL::Test::Cluster's END block stops its servers: the PostgreSQL 15 framework the
+# tests use leaves SIGTERM at Perl's default, which skips END blocks (16's sets this handler).
+$SIG{$_} = sub { die "death by signal $_[0]\n" } for qw(TERM INT HUP);
+
 sub install_path
 {
 	my ($major) = @_;
