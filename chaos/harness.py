@@ -387,6 +387,7 @@ class Harness:
             standby.append_conf(f"primary_conninfo = 'host=127.0.0.1 port={lineage.repl.port} user=postgres "
                                 f"application_name={standby.name}'\n", data=target, file="postgresql.auto.conf")
         standby.mount()
+        standby.shards = getattr(primary, "shards", LINEAGES[lineage.name])  # pg_basebackup copied its line
         standby.set_offset(primary.offset)
         standby.start()
         lineage.standby = standby
