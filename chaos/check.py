@@ -41,6 +41,7 @@ to the first acknowledgement, on the faulted lineage, of a request sent after it
     check.py WORK_DIR REPORT_DIR       # exit 0 only when the run holds
 """
 
+import array
 import bisect
 import collections
 import glob
@@ -69,7 +70,26 @@ NOT_FAULTS = ("heal", "harness-error")
 FAILOVERS = ("failover", "lagged_failover")
 
 Ack = collections.namedtuple("Ack", "sent done lineage kind key token server op lsn source")
+# The ids of one burst statement, which share every field but the id and its WAL position: `keys`
+# and `lsns` are arrays, and the id at index k has the token `token.k` (as its line says). An
+# hour's run acknowledges tens of millions of burst ids; one record each would not fit in memory.
+Burst = collections.namedtuple("Burst", "sent done lineage kind token server op source keys lsns")
 Row = collections.namedtuple("Row", "lineage kind key token server")
+
+
+def ids_of(a):
+    """(token, key, lsn) of every id an acknowledgement carries."""
+    if isinstance(a, Burst):
+        return ((f"{a.token}.{k}", key, a.lsns[k]) for k, key in enumerate(a.keys))
+    return ((a.token, a.key, a.lsn),)
+
+
+def keys_of(a):
+    return a.keys if isinstance(a, Burst) else (a.key,)
+
+
+def id_count(a):
+    return len(a.keys) if isinstance(a, Burst) else 1
 
 
 def read_lines(pattern):
@@ -123,11 +143,10 @@ def group_of(kind, lineage, key, layout):
 
 
 def commit_bounds(acked):
-    """Per acknowledged request, an upper bound of the WAL position of what made its id durable:
-    for a SELECT (one id, or a burst's every id), its own position (the reservation was logged
-    before the id was handed out);
-    for an INSERT, the next insert position the same client saw on the same server (its commit
-    record lies before it); math.inf where none is known."""
+    """Per acknowledged INSERT, an upper bound of the WAL position of its commit record: the next
+    insert position the same client saw on the same server (the commit lies before it); math.inf
+    where none is known. An id asked for alone (a SELECT, each id of a burst) is bounded by its
+    own position, the reservation having been logged before the id was handed out (bound_of)."""
     bound = {}
     by_source = collections.defaultdict(list)
     for a in acked:
@@ -135,11 +154,14 @@ def commit_bounds(acked):
     for seq in by_source.values():
         seq.sort(key=lambda a: a.sent)
         for i, a in enumerate(seq):
-            if a.op != "insert":  # select, burst: ids alone
-                bound[a.token] = a.lsn if a.lsn is not None else math.inf
+            if a.op != "insert":
                 continue
-            nxt = next((b for b in seq[i + 1:] if b.server == a.server and b.lsn is not None), None)
-            bound[a.token] = nxt.lsn if nxt is not None else math.inf
+            bound[a.token] = math.inf
+            for j in range(i + 1, len(seq)):  # the next one, nearly always
+                b = seq[j]
+                if b.server == a.server and (isinstance(b, Burst) or b.lsn is not None):
+                    bound[a.token] = b.lsns[0] if isinstance(b, Burst) else b.lsn
+                    break
     return bound
 
 
@@ -149,6 +171,7 @@ def judge(topo, acked, rows, faults, errors):
     layout = tuple(int(x) for x in topo["layout"].split("/"))
     mode = topo["mode"]
     failover_of = {f["server"]: f for f in faults if f["kind"] in FAILOVERS}
+    standby_lsn = {server: parse_lsn(f.get("standby_flush_lsn")) for server, f in failover_of.items()}
 
     # --- losses, per token -----------------------------------------------------------------
     stored = collections.defaultdict(list)  # (kind, token) -> rows
@@ -156,32 +179,41 @@ def judge(topo, acked, rows, faults, errors):
         stored[(r.kind, r.token)].append(r)
     bounds = commit_bounds(acked)
 
-    def may_be_unreplicated(a):
-        """The failover away from a's server may have lost what made a's id durable: a was sent
-        before that failover, and its standby's position sampled before the kill lies at or
-        below a's bound. Without a sample nothing bounds the loss, and nothing is excused."""
-        f = failover_of.get(a.server)
-        if f is None or mode != "async" or a.sent >= f["at_ns"]:
-            return None
-        standby = parse_lsn(f.get("standby_flush_lsn"))
-        if standby is None or bounds.get(a.token, math.inf) <= standby:
+    def failover_before(a):
+        """The failover away from a's server, where one may have lost a's ids: a was sent before
+        it, in async mode, and the standby's position was sampled before the kill."""
+        f = failover_of.get(a.server) if mode == "async" else None
+        if f is None or a.sent >= f["at_ns"] or standby_lsn[a.server] is None:
             return None
         return f
+
+    def may_be_unreplicated(a, token, lsn):
+        """The failover away from a's server may have lost what made the id durable: a was sent
+        before that failover, and its standby's position sampled before the kill lies below the
+        id's bound (an INSERT's commit, commit_bounds; an id asked for alone, its own position).
+        Without a sample nothing bounds the loss, and nothing is excused."""
+        f = failover_before(a)
+        if f is None:
+            return None
+        bound = bounds.get(token, math.inf) if a.op == "insert" else (math.inf if lsn is None else lsn)
+        return f if bound > standby_lsn[a.server] else None
 
     lost, changed = [], 0
     excused_copy = {}  # token -> the failover that excuses its loss
     for a in acked:
         if a.op != "insert":
-            f = may_be_unreplicated(a)
-            if f is not None:
-                excused_copy[a.token] = f
+            if failover_before(a) is not None:
+                for token, _, lsn in ids_of(a):
+                    f = may_be_unreplicated(a, token, lsn)
+                    if f is not None:
+                        excused_copy[token] = f
             continue
         kept = stored.get((a.kind, a.token), [])
         if kept and all(r.key == a.key for r in kept):
             continue
         if kept:
             changed += 1  # stored, but with another id: never excused
-        f = may_be_unreplicated(a) if not kept else None
+        f = may_be_unreplicated(a, a.token, a.lsn) if not kept else None
         if f is not None:
             excused_copy[a.token] = f
         lost.append({"lineage": a.lineage, "kind": a.kind, "token": a.token, "server": a.server,
@@ -191,17 +223,38 @@ def judge(topo, acked, rows, faults, errors):
                      "explained": f is not None})
 
     # --- duplicates, per id over tokens ----------------------------------------------------
-    # Every copy of an id: a token, acknowledged or stored or both, with when it was sent (a row
-    # stored without an acknowledgement sorts last) and the server that minted it.
+    # First the ids seen more than once (acknowledged, or stored under a token that was not
+    # acknowledged with that id), by one set of keys per kind; then, for those ids only, every
+    # copy: a token, acknowledged or stored or both, with when it was sent (a row stored without
+    # an acknowledgement sorts last) and the server that minted it.
+    seen = collections.defaultdict(set)
+    again = set()  # (kind, key)
+    for a in acked:
+        kind_seen = seen[a.kind]
+        for key in keys_of(a):
+            if key in kind_seen:
+                again.add((a.kind, key))
+            else:
+                kind_seen.add(key)
+    for r in rows:
+        if r.key in seen[r.kind]:
+            again.add((r.kind, r.key))
+        seen[r.kind].add(r.key)
+    seen.clear()
     copies = collections.defaultdict(dict)  # (kind, key) -> token -> (sent, server, lineage)
     stored_twice = collections.Counter()
-    for a in acked:
-        copies[(a.kind, a.key)][a.token] = (a.sent, a.server, a.lineage)
+    if again:
+        for a in acked:
+            if any((a.kind, k) in again for k in keys_of(a)):
+                for token, key, _ in ids_of(a):
+                    if (a.kind, key) in again:
+                        copies[(a.kind, key)][token] = (a.sent, a.server, a.lineage)
     for (kind, token), kept in stored.items():
         if len(kept) > 1:
             stored_twice[kind] += len(kept) - 1
         for r in kept:
-            copies[(kind, r.key)].setdefault(token, (math.inf, r.server, r.lineage))
+            if (kind, r.key) in again:
+                copies[(kind, r.key)].setdefault(token, (math.inf, r.server, r.lineage))
     duplicates = collections.Counter()
     re_minted = collections.Counter()
     duplicate_examples = []
@@ -222,24 +275,48 @@ def judge(topo, acked, rows, faults, errors):
 
     # --- order: requests by send time against acknowledgements by acknowledgement time --------
     # Copies whose loss (or re-mint) a failover excuses are left out in asynchronous mode.
-    kept = [a for a in acked if a.token not in excused_copy]
+    excused_bases = {t.rsplit(".", 1)[0] for t in excused_copy}
+
+    def kept_ids(a):
+        """(token or None, key) of a's ids that no failover excuses (the token only where some
+        id of a burst is excused: building it for every burst id costs memory and time)."""
+        if isinstance(a, Burst):
+            if a.token in excused_bases:
+                return [(t, k) for t, k, _ in ids_of(a) if t not in excused_copy]
+            return ((None, k) for k in a.keys)
+        return () if a.token in excused_copy else ((a.token, a.key),)
+
+    kept = [a for a in acked if isinstance(a, Burst) or a.token not in excused_copy]
     by_done = sorted(kept, key=lambda a: a.done)
     by_sent = sorted(kept, key=lambda a: a.sent)
-    highest = {}
+    # The highest id acknowledged so far, per order group (group_of): per lineage and kind, by
+    # the group's last part (a snowflake id's shard; None for UUIDv7s).
+    highest = collections.defaultdict(dict)
+    seq_bits, shard_mask = layout[2], (1 << layout[1]) - 1
+
+    def part_of(kind, key):
+        return (key >> seq_bits) & shard_mask if kind == "snowflake" else None
+
     order_violations, examples = 0, []
     i = 0
     for a in by_sent:
         while i < len(by_done) and by_done[i].done < a.sent:
             d = by_done[i]
-            g = group_of(d.kind, d.lineage, d.key, layout)
-            highest[g] = max(highest.get(g, d.key), d.key)
+            high = highest[(d.lineage, d.kind)]
+            for _, key in kept_ids(d):
+                part = part_of(d.kind, key)
+                if key > high.get(part, -1):
+                    high[part] = key
             i += 1
-        g = group_of(a.kind, a.lineage, a.key, layout)
-        if g in highest and a.key <= highest[g]:
-            order_violations += 1
-            if len(examples) < 10:
-                examples.append({"group": list(map(str, g)), "id": str(a.key), "earlier_acked": str(highest[g]),
-                                 "sent_at_ns": a.sent, "token": a.token})
+        high = highest[(a.lineage, a.kind)]
+        for k, (token, key) in enumerate(kept_ids(a)):
+            top = high.get(part_of(a.kind, key))
+            if top is not None and key <= top:
+                order_violations += 1
+                if len(examples) < 10:
+                    g = group_of(a.kind, a.lineage, key, layout)
+                    examples.append({"group": list(map(str, g)), "id": str(key), "earlier_acked": str(top),
+                                     "sent_at_ns": a.sent, "token": token or f"{a.token}.{k}"})
 
     # --- stalls after each fault -----------------------------------------------------------
     # The first acknowledgement, on the faulted lineage, of a request sent after it (per lineage,
@@ -282,6 +359,9 @@ def judge(topo, acked, rows, faults, errors):
             if first is None or (healed is not None and recovery_ms[name] > bound_ms[lineage]):
                 unrecovered.append(name)
 
+    by_kind = collections.Counter()
+    for a in acked:
+        by_kind[a.kind] += id_count(a)
     fault_counts = collections.Counter(f["kind"] for f in real_faults)
     harness_errors = sum(1 for f in faults if f["kind"] == "harness-error")
     undocumented = {k: n for k, n in errors.items() if k not in DOCUMENTED}
@@ -297,8 +377,8 @@ def judge(topo, acked, rows, faults, errors):
 
     report = {
         "mode": mode, "seed": topo["seed"], "duration_s": topo["duration_s"], "sabotage": topo["sabotage"],
-        "acknowledged": len(acked),
-        "acknowledged_by_kind": dict(collections.Counter(a.kind for a in acked)),
+        "acknowledged": sum(by_kind.values()),
+        "acknowledged_by_kind": dict(by_kind),
         "duplicates": {kind: duplicates[kind] + stored_twice[kind] for kind in ("snowflake", "uuidv7")},
         "duplicates_stored": sum(stored_twice.values()),
         "duplicates_acknowledged": acked_twice,
@@ -325,7 +405,7 @@ def judge(topo, acked, rows, faults, errors):
         "safety": "holds" if safety else "VIOLATED",
         "liveness": "holds" if liveness else "VIOLATED",
     }
-    report["holds"] = safety and liveness and not undocumented and not harness_errors and len(acked) > 0
+    report["holds"] = safety and liveness and not undocumented and not harness_errors and report["acknowledged"] > 0
     return report
 
 
@@ -334,10 +414,34 @@ def load(work):
     with open(os.path.join(work, "topology.json")) as f:
         topo = json.load(f)
     acked = []
-    for n, (path, line) in enumerate(read_lines(os.path.join(work, "acked", "*.txt"))):
-        a = parse_ack(line, os.path.basename(path), n)
-        if a is not None:  # a line cut by the harness's own end is never an acknowledgement
-            acked.append(a)
+    n = 0
+    for path in sorted(glob.glob(os.path.join(work, "acked", "*.txt"))):
+        source = sys.intern(os.path.basename(path))
+        last = None  # the burst being read, and its first line's fields
+        for _, line in read_lines(path):  # a line cut by the harness's own end is never read
+            n += 1
+            parts = line.split()
+            if len(parts) >= 9 and parts[7] == "burst" and parts[3] == "snowflake" and parts[8] not in ("-", "None"):
+                # One record per burst statement: its ids' lines follow one another, with one
+                # send and acknowledgement time and tokens `base.k`.
+                base, _, k = parts[5].rpartition(".")
+                if (last is not None and last[1] == parts[:3] and last[0].token == base
+                        and k == str(len(last[0].keys))):
+                    last[0].keys.append(int(parts[4]))
+                    last[0].lsns.append(parse_lsn(parts[8]))
+                    continue
+                if base:
+                    b = Burst(int(parts[0]), int(parts[1]), sys.intern(parts[2]), sys.intern(parts[3]), base,
+                              sys.intern(parts[6]), sys.intern(parts[7]), source,
+                              array.array("q", [int(parts[4])]), array.array("Q", [parse_lsn(parts[8])]))
+                    if k == "0":
+                        acked.append(b)
+                        last = (b, parts[:3])
+                        continue
+            last = None
+            a = parse_ack(line, source, n)
+            if a is not None:
+                acked.append(a)
     rows = []
     for path in glob.glob(os.path.join(work, "final", "*.txt")):
         lineage, kind = os.path.basename(path)[:-4].split("-")

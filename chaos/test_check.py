@@ -301,6 +301,34 @@ class Files(unittest.TestCase):
         finally:
             shutil.rmtree(work)
 
+    def test_a_burst_is_read_as_one_record_and_each_of_its_ids_judged(self):
+        work = tempfile.mkdtemp()
+        try:
+            for d in ("acked", "final", "errors"):
+                os.makedirs(os.path.join(work, d))
+            with open(os.path.join(work, "acked", "a-snowflake-3.txt"), "w") as f:
+                for k in range(3):  # one statement, three ids
+                    f.write(f"{S} {S + 9} a snowflake {sf(2000, seq=k)} asb3.1.{k} a1 burst 0/4{k}0\n")
+                # the next one: its first id repeats one of the first statement's, below its last
+                f.write(f"{2 * S} {2 * S + 9} a snowflake {sf(2000, seq=1)} asb3.2.0 a1 burst 0/500\n")
+                f.write(f"{2 * S} {2 * S + 9} a snowflake {sf(2001)} asb3.2.1 a1 burst 0/510\n")
+            with open(os.path.join(work, "faults.jsonl"), "w") as f:
+                f.write(json.dumps({"at_ns": 100 * S, "kind": "heal", "lineage": "", "server": ""}) + "\n")
+            topo = {"mode": "sync", "seed": 1, "duration_s": 1, "sabotage": "", "lineages": {"a": "1-3"},
+                    "layout": "41/13/9", "stopped_ns": 103 * S, "healed_ns": 100 * S, "clock_debt_s": {"a": 0}}
+            with open(os.path.join(work, "topology.json"), "w") as f:
+                json.dump(topo, f)
+            topo, acked, rows, faults, errors = check.load(work)
+            self.assertEqual([len(a.keys) for a in acked], [3, 2])
+            r = check.judge(topo, acked, rows, faults, errors)
+            self.assertEqual(r["acknowledged"], 5)
+            self.assertEqual(r["duplicates"]["snowflake"], 1)
+            self.assertEqual(r["duplicate_examples"][0]["tokens"], ["asb3.1.1", "asb3.2.0"])
+            self.assertEqual(r["order_violations"], 1)
+            self.assertEqual(r["order_violation_examples"][0]["token"], "asb3.2.0")
+        finally:
+            shutil.rmtree(work)
+
 
 if __name__ == "__main__":
     unittest.main()

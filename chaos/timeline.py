@@ -59,7 +59,7 @@ def series(acked, errors, faults, bin_s=1.0):
     stall = collections.defaultdict(lambda: [None] * n)
     for a in acked:
         b = at(a.done)
-        ids[a.lineage][b] += 1
+        ids[a.lineage][b] += check.id_count(a)
         ms = (a.done - a.sent) / 1e6
         if stall[a.lineage][b] is None or ms > stall[a.lineage][b]:
             stall[a.lineage][b] = ms
@@ -142,7 +142,7 @@ def main(work, out_png):
             report = json.load(f)
     verdict = "holds" if report.get("holds") else "VIOLATED" if report else "not judged"
     title = (f"make chaos: seed {topo.get('seed')}, {topo.get('mode')} mode, {topo.get('duration_s')} s"
-             f"{', SABOTAGE=' + topo['sabotage'] if topo.get('sabotage') else ''}: {len(acked):,} ids acknowledged, "
+             f"{', SABOTAGE=' + topo['sabotage'] if topo.get('sabotage') else ''}: {sum(map(check.id_count, acked)):,} ids acknowledged, "
              f"{sum(1 for f in faults if f['kind'] not in check.NOT_FAULTS)} faults; check.py: {verdict}")
     draw(data, title, out_png)
 
