@@ -286,7 +286,9 @@ def judge(topo, acked, rows, faults, errors):
             return ((None, k) for k in a.keys)
         return () if a.token in excused_copy else ((a.token, a.key),)
 
-    kept = [a for a in acked if isinstance(a, Burst) or a.token not in excused_copy]
+    # A burst stays while some id of it is not excused (for the stalls below as for the order).
+    kept = [a for a in acked
+            if (any(True for _ in kept_ids(a)) if isinstance(a, Burst) else a.token not in excused_copy)]
     by_done = sorted(kept, key=lambda a: a.done)
     by_sent = sorted(kept, key=lambda a: a.sent)
     # The highest id acknowledged so far, per order group (group_of): per lineage and kind, by
@@ -305,7 +307,8 @@ def judge(topo, acked, rows, faults, errors):
             high = highest[(d.lineage, d.kind)]
             for _, key in kept_ids(d):
                 part = part_of(d.kind, key)
-                if key > high.get(part, -1):
+                top = high.get(part)
+                if top is None or key > top:
                     high[part] = key
             i += 1
         high = highest[(a.lineage, a.kind)]
@@ -426,7 +429,7 @@ def load(work):
                 # send and acknowledgement time and tokens `base.k`.
                 base, _, k = parts[5].rpartition(".")
                 if (last is not None and last[1] == parts[:3] and last[0].token == base
-                        and k == str(len(last[0].keys))):
+                        and last[0].server == parts[6] and k == str(len(last[0].keys))):
                     last[0].keys.append(int(parts[4]))
                     last[0].lsns.append(parse_lsn(parts[8]))
                     continue
