@@ -41,6 +41,11 @@ class Series(unittest.TestCase):
         self.assertEqual(data["faults"], [(1.0, None, "power", "a"), (3.0, 4.5, "pause", "b"), (5.0, None, "heal", None)])
         self.assertEqual(len(data["seconds"]), 6, "the timeline reaches the last fault")
 
+    def test_a_long_run_is_drawn_in_longer_bins(self):
+        self.assertEqual((timeline.bin_for(100), timeline.bin_for(3600)), (1.0, 6.0))
+        data = timeline.series([ack(0.0, 0.1), ack(4.0, 5.0), ack(6.0, 7.0)], [], [], bin_s=6.0)
+        self.assertEqual((data["seconds"], data["ids"]["a"], data["bin_s"]), ([0.0, 6.0], [2, 1], 6.0))
+
     def test_an_empty_run_draws_nothing(self):
         self.assertEqual(timeline.series([], [], [])["seconds"], [])
 

@@ -13,6 +13,7 @@ picture's; this module reads the same files through check.py's parsers and judge
 
 import collections
 import json
+import math
 import os
 import sys
 
@@ -78,7 +79,14 @@ def series(acked, errors, faults, bin_s=1.0):
         "errors": {c: errs[c] for c in ERROR_CLASSES if c in errs},
         "stall_ms": dict(sorted(stall.items())),
         "faults": sorted(marks, key=lambda m: m[0]),
+        "bin_s": bin_s,
     }
+
+
+def bin_for(duration_s):
+    """A bin of a second, or longer for a long run so that the picture has at most about 600
+    bins (an hour: 6 s), which its width can show apart."""
+    return float(max(1, math.ceil(float(duration_s or 0) / 600)))
 
 
 def draw(data, title, out_png):
@@ -90,22 +98,23 @@ def draw(data, title, out_png):
 
     fig, (rate, errs, stall) = plt.subplots(3, 1, sharex=True, figsize=(13, 8.5),
                                             gridspec_kw={"height_ratios": [3, 1.4, 2]})
-    x = data["seconds"]
+    x, width = data["seconds"], data.get("bin_s", 1.0)
+    per = f"{width:g} s" if width != 1 else "s"
     for lineage, counts in data["ids"].items():
-        rate.plot(x, counts, lw=0.9, label=f"lineage {lineage}")
-    rate.set_ylabel("ids acknowledged / s")
+        rate.plot(x, [c / width for c in counts], lw=0.9, label=f"lineage {lineage}")
+    rate.set_ylabel(f"ids acknowledged / s\n(mean over {per})" if width != 1 else "ids acknowledged / s")
     rate.legend(loc="upper right", fontsize=8)
     bottom = [0] * len(x)
     for cls, counts in data["errors"].items():
-        errs.bar(x, counts, width=1.0, bottom=bottom, align="edge", label=cls)
+        errs.bar(x, counts, width=width, bottom=bottom, align="edge", label=cls)
         bottom = [b + c for b, c in zip(bottom, counts)]
-    errs.set_ylabel("client errors / s")
+    errs.set_ylabel(f"client errors / {per}")
     if data["errors"]:
         errs.legend(loc="upper right", fontsize=8)
     for lineage, ms in data["stall_ms"].items():
         stall.plot(x, [m if m is not None else float("nan") for m in ms], lw=0.9, label=f"lineage {lineage}")
     stall.set_yscale("log")
-    stall.set_ylabel("slowest acknowledgement (ms)")
+    stall.set_ylabel(f"slowest acknowledgement\nof each {per} (ms)" if width != 1 else "slowest acknowledgement (ms)")
     stall.set_xlabel("seconds since the run began")
     kinds = sorted({k for _, _, k, _ in data["faults"] if k not in check.NOT_FAULTS})
     # Not tab10, whose first colours the lineages take.
@@ -135,7 +144,7 @@ def draw(data, title, out_png):
 
 def main(work, out_png):
     topo, acked, _, faults, _ = check.load(work)
-    data = series(acked, load_errors(work), faults)
+    data = series(acked, load_errors(work), faults, bin_s=bin_for(topo.get("duration_s")))
     report = {}
     if os.path.exists(os.path.join(work, "report.json")):
         with open(os.path.join(work, "report.json")) as f:
