@@ -134,19 +134,26 @@ def parse_row(lineage, kind, line):
                parts[2] if len(parts) > 2 else "?")
 
 
-def group_of(kind, lineage, key, layout):
-    """The order group: a lineage's shard for snowflake ids, the lineage for UUIDv7."""
+def shard_of(kind, key, layout):
+    """A snowflake id's shard; None for a UUIDv7."""
     if kind == "snowflake":
         _, shard_bits, seq_bits = layout
-        return (lineage, kind, (key >> seq_bits) & ((1 << shard_bits) - 1))
-    return (lineage, kind)
+        return (key >> seq_bits) & ((1 << shard_bits) - 1)
+    return None
+
+
+def group_of(kind, lineage, key, layout):
+    """The order group: a lineage's shard for snowflake ids, the lineage for UUIDv7."""
+    shard = shard_of(kind, key, layout)
+    return (lineage, kind) if shard is None else (lineage, kind, shard)
 
 
 def commit_bounds(acked):
     """Per acknowledged INSERT, an upper bound of the WAL position of its commit record: the next
     insert position the same client saw on the same server (the commit lies before it); math.inf
     where none is known. An id asked for alone (a SELECT, each id of a burst) is bounded by its
-    own position, the reservation having been logged before the id was handed out (bound_of)."""
+    own position, the reservation having been logged before the id was handed out
+    (may_be_unreplicated)."""
     bound = {}
     by_source = collections.defaultdict(list)
     for a in acked:
@@ -292,13 +299,8 @@ def judge(topo, acked, rows, faults, errors):
     by_done = sorted(kept, key=lambda a: a.done)
     by_sent = sorted(kept, key=lambda a: a.sent)
     # The highest id acknowledged so far, per order group (group_of): per lineage and kind, by
-    # the group's last part (a snowflake id's shard; None for UUIDv7s).
+    # shard (None for UUIDv7s).
     highest = collections.defaultdict(dict)
-    seq_bits, shard_mask = layout[2], (1 << layout[1]) - 1
-
-    def part_of(kind, key):
-        return (key >> seq_bits) & shard_mask if kind == "snowflake" else None
-
     order_violations, examples = 0, []
     i = 0
     for a in by_sent:
@@ -306,14 +308,14 @@ def judge(topo, acked, rows, faults, errors):
             d = by_done[i]
             high = highest[(d.lineage, d.kind)]
             for _, key in kept_ids(d):
-                part = part_of(d.kind, key)
-                top = high.get(part)
+                shard = shard_of(d.kind, key, layout)
+                top = high.get(shard)
                 if top is None or key > top:
-                    high[part] = key
+                    high[shard] = key
             i += 1
         high = highest[(a.lineage, a.kind)]
         for k, (token, key) in enumerate(kept_ids(a)):
-            top = high.get(part_of(a.kind, key))
+            top = high.get(shard_of(a.kind, key, layout))
             if top is not None and key <= top:
                 order_violations += 1
                 if len(examples) < 10:
@@ -417,34 +419,33 @@ def load(work):
     with open(os.path.join(work, "topology.json")) as f:
         topo = json.load(f)
     acked = []
-    n = 0
-    for path in sorted(glob.glob(os.path.join(work, "acked", "*.txt"))):
-        source = sys.intern(os.path.basename(path))
-        last = None  # the burst being read, and its first line's fields
-        for _, line in read_lines(path):  # a line cut by the harness's own end is never read
-            n += 1
-            parts = line.split()
-            if len(parts) >= 9 and parts[7] == "burst" and parts[3] == "snowflake" and parts[8] not in ("-", "None"):
-                # One record per burst statement: its ids' lines follow one another, with one
-                # send and acknowledgement time and tokens `base.k`.
-                base, _, k = parts[5].rpartition(".")
-                if (last is not None and last[1] == parts[:3] and last[0].token == base
-                        and last[0].server == parts[6] and k == str(len(last[0].keys))):
-                    last[0].keys.append(int(parts[4]))
-                    last[0].lsns.append(parse_lsn(parts[8]))
-                    continue
-                if base:
-                    b = Burst(int(parts[0]), int(parts[1]), sys.intern(parts[2]), sys.intern(parts[3]), base,
-                              sys.intern(parts[6]), sys.intern(parts[7]), source,
-                              array.array("q", [int(parts[4])]), array.array("Q", [parse_lsn(parts[8])]))
-                    if k == "0":
-                        acked.append(b)
-                        last = (b, parts[:3])
-                        continue
-            last = None
-            a = parse_ack(line, source, n)
-            if a is not None:
-                acked.append(a)
+    sources = {}
+    last = None  # the burst being read, and its first line's first fields
+    # A line cut by the harness's own end is never read (read_lines), so never acknowledged.
+    for n, (path, line) in enumerate(read_lines(os.path.join(work, "acked", "*.txt"))):
+        if path not in sources:
+            sources[path], last = sys.intern(os.path.basename(path)), None
+        parts = line.split()
+        if len(parts) >= 9 and parts[7] == "burst" and parts[3] == "snowflake" and parts[8] not in ("-", "None"):
+            # One record per burst statement: its ids' lines follow one another, from one server,
+            # with one send and acknowledgement time and tokens `base.0`, `base.1`, ...
+            base, _, k = parts[5].rpartition(".")
+            if (last is not None and last[1] == parts[:3] and last[0].token == base
+                    and last[0].server == parts[6] and k == str(len(last[0].keys))):
+                last[0].keys.append(int(parts[4]))
+                last[0].lsns.append(parse_lsn(parts[8]))
+                continue
+            if base and k == "0":
+                b = Burst(int(parts[0]), int(parts[1]), sys.intern(parts[2]), sys.intern(parts[3]), base,
+                          sys.intern(parts[6]), sys.intern(parts[7]), sources[path],
+                          array.array("q", [int(parts[4])]), array.array("Q", [parse_lsn(parts[8])]))
+                acked.append(b)
+                last = (b, parts[:3])
+                continue
+        last = None
+        a = parse_ack(line, sources[path], n)
+        if a is not None:
+            acked.append(a)
     rows = []
     for path in glob.glob(os.path.join(work, "final", "*.txt")):
         lineage, kind = os.path.basename(path)[:-4].split("-")
