@@ -352,13 +352,17 @@ q -c "CREATE TABLE busy (id bigserial PRIMARY KEY, client int NOT NULL)" \
   -c "INSERT INTO busy (client) SELECT 0 FROM generate_series(1, 1000)" \
   -c "INSERT INTO busy_identity (client) SELECT 0 FROM generate_series(1, 1000)" >/dev/null
 # Each client inserts 400 rows into each table, 2 ms apart (about a second in all), and the
-# conversion runs a third of a second in: the clients' rows must show both kinds of id, or the
+# conversion runs as soon as the clients' first rows are in both tables (however slowly the
+# machine started them), while they go on: the clients' rows must show both kinds of id, or the
 # conversion did not happen while they inserted.
 tmpl=""
 for i in $(seq 1 400); do tmpl+="INSERT INTO busy (client) VALUES (:c); INSERT INTO busy_identity (client) VALUES (:c); SELECT pg_sleep(0.002);"$'\n'; done
 run_clients 4 "$tmpl" >"$OUT/busy.clients" 2>&1 &
 clients=$!
-sleep 0.3
+for _ in $(seq 1 600); do
+  [ "$(q -c "SELECT EXISTS (SELECT FROM busy WHERE client > 0) AND EXISTS (SELECT FROM busy_identity WHERE client > 0)")" = t ] && break
+  sleep 0.05
+done
 conv="$(q -c "SET lock_timeout = '5s'" -c "SELECT count(*) FROM snowflake_convert('busy', 'id')" -c "SELECT count(*) FROM snowflake_convert('busy_identity', 'id', drop_sequence => true)" 2>&1 | tr '\n' ' ')"
 if wait "$clients"; then pass "conversion: 4 clients inserting throughout, no error (converted with: $conv)"; else cat "$OUT/busy.clients"; fail "conversion: a client failed during the conversion"; fi
 for t in busy busy_identity; do
