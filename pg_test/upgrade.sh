@@ -20,12 +20,27 @@ else
     # The old install script is a test fixture: put it beside the current one for the test only.
     $SUDO install -m 0644 "$script" "$extdir/"
     psql -X -q -c "DROP DATABASE IF EXISTS sfid_upgraded" -c "CREATE DATABASE sfid_upgraded" >/dev/null
-    if psql -X -q -v ON_ERROR_STOP=1 -d sfid_upgraded -c "CREATE EXTENSION snowflake_id VERSION '$from'" \
+    # 0.3.0 left a floor at '-infinity' ("nothing minted") where its first write failed: the
+    # update must make it unknown and leave a known floor as it was. The second row goes before
+    # the catalog comparison, which counts the record's rows.
+    seed=() space=snowflake_id_private.snowflake_id_space
+    if [ "$from" = 0.3.0 ]; then
+      seed=(-c "UPDATE $space SET minted_before = '-infinity'"
+        -c "INSERT INTO $space SELECT layout, epoch, recorded_at - interval '1 day', '2026-01-01 00:00:00+00' FROM $space")
+    fi
+    if psql -X -q -v ON_ERROR_STOP=1 -d sfid_upgraded -c "CREATE EXTENSION snowflake_id VERSION '$from'" "${seed[@]}" \
         -c "ALTER EXTENSION snowflake_id UPDATE" >"$OUT/upgrade-$from.log" 2>&1; then
       pass "extension upgrade: $from installs and updates to $current"
     else
       cat "$OUT/upgrade-$from.log"
       fail "extension upgrade: $from did not install and update"
+    fi
+    if [ "$from" = 0.3.0 ]; then
+      check "extension upgrade: 0.3.0's '-infinity' floor is unknown after the update, a known one kept" \
+        "infinity,2026-01-01 00:00:00+00" \
+        "$(psql -X -q -A -t -d sfid_upgraded -c "SET TimeZone = UTC" \
+          -c "SELECT string_agg(minted_before::text, ',' ORDER BY recorded_at DESC) FROM $space" \
+          -c "DELETE FROM $space WHERE minted_before <> 'infinity'")"
     fi
     $SUDO rm -f "$extdir/$(basename "$script")"
     psql -X -q -A -t -v ON_ERROR_STOP=1 -d sfid_upgraded -f "$REPO_ROOT/pg_test/upgrade/catalog.sql" >"$OUT/catalog-from-$from.txt" \

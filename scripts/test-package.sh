@@ -173,8 +173,12 @@ apt_repo "$work/keyring.gpg" install -y -qq --only-upgrade "$name" >/dev/null
 check "apt-get install --only-upgrade moves the package to $current" "install ok installed $current" \
   "$(dpkg-query -W -f='${Status} ${Version}' "$name")"
 $SUDO pg_ctlcluster "$V" "$CLUSTER" restart
+# Between the restart and ALTER EXTENSION UPDATE the new library serves the old SQL definitions.
+psql_c sfid_upgrade "INSERT INTO t (n) SELECT generate_series(1001, 1500)" >/dev/null
+check "restarted on the $current library, the $previous extension still mints" "$previous|t" \
+  "$(psql_c sfid_upgrade "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")|$(psql_c sfid_upgrade "SELECT count(*) = 500 AND min(id) > $old_max FROM t WHERE n > 1000")"
 psql_c sfid_upgrade "ALTER EXTENSION snowflake_id UPDATE" >/dev/null
-psql_c sfid_upgrade "INSERT INTO t (n) SELECT generate_series(1001, 2000)" >/dev/null
+psql_c sfid_upgrade "INSERT INTO t (n) SELECT generate_series(1501, 2000)" >/dev/null
 check "after the update the extension is $current, and its new ids lie above the old ones, on shard 1" "$current|t|t" \
   "$(psql_c sfid_upgrade "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")|$(psql_c sfid_upgrade "SELECT min(id) > $old_max FROM t WHERE n > 1000")|$(psql_c sfid_upgrade "SELECT bool_and(snowflake_shard(id) = 1) FROM t")"
 

@@ -79,5 +79,13 @@ ALTER TABLE snowflake_id_private.snowflake_id_space ENABLE ALWAYS TRIGGER snowfl
 -- failed (a lock, a minor release without the in-place API) or one of a database that minted
 -- nothing: either way it is not known. It starts unknown, as a new record does since 0.4.0, so
 -- that a dump of it makes its restore wait out the horizon at worst; the database's next first id
--- waits as long as a call may wait, once, and writes its floor.
-UPDATE snowflake_id_private.snowflake_id_space SET minted_before = 'infinity' WHERE minted_before = '-infinity';
+-- waits as long as a call may wait, once, and writes its floor. Only where such a row exists: the
+-- record's statement trigger fires for an UPDATE that changes nothing too, and would hold back every
+-- id of the database until the update commits (src/runtime/space.rs, record changes).
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM snowflake_id_private.snowflake_id_space WHERE minted_before = '-infinity') THEN
+        UPDATE snowflake_id_private.snowflake_id_space SET minted_before = 'infinity'
+        WHERE minted_before = '-infinity';
+    END IF;
+END $$;
