@@ -165,12 +165,17 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def paired(num, den, base=None):
-    """A ratio measured round by round: (num - base) / (den - base) in each round, where every
-    list holds one sample per interleaved round, in round order. Returns the median of the rounds'
-    ratios, and their least and greatest, so that a report gives each ratio with its spread."""
+def round_ratios(num, den, base=None):
+    """(num - base) / (den - base) in each round, where every list holds one sample per interleaved
+    round, in round order; a round with nothing to divide by is left out."""
     base = base or [0.0] * len(num)
-    ratios = [(n - b) / (d - b) for n, d, b in zip(num, den, base) if d != b]
+    return [(n - b) / (d - b) for n, d, b in zip(num, den, base) if d != b]
+
+
+def paired(num, den, base=None):
+    """A ratio measured round by round (round_ratios). Returns the median of the rounds' ratios,
+    and their least and greatest, so that a report gives each ratio with its spread."""
+    ratios = round_ratios(num, den, base)
     if not ratios:
         return float("nan"), float("nan"), float("nan")
     return statistics.median(ratios), min(ratios), max(ratios)
@@ -817,8 +822,7 @@ def report(gens, results, notes):
                 f"bigserial took {ins['nextval']['insert_ms']:.0f} ms."
             )
         elif name.startswith("portable `snowflake_next(shard)`"):
-            ratios = sorted((p - b) / (i - b) for p, i, b in zip(smp["portable_snowflake_next"], smp["insta_plpgsql"], base)
-                            if i != b)
+            ratios = sorted(round_ratios(smp["portable_snowflake_next"], smp["insta_plpgsql"], base))
             lines.append(
                 f"- {name}: {val:.2f}, {val / portable_bound - 1:.0%} over (the rounds' ratios: "
                 f"{', '.join(f'{r:.2f}' for r in ratios)}; the ratio of the medians, {pid['portable_snowflake_next'] / ins_id:.2f}, "
